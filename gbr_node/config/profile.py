@@ -1,0 +1,158 @@
+"""Environment profile models (UBQ-AI-02): pure, frozen, `extra="forbid"`.
+
+A profile is `.gbr_envs/NAME.toml`. These models only validate values; reading
+the file, resolving `allowed_root` against the project folder and turning
+pydantic errors into `ProfileError`s with file/line/key is `config.loader`'s job.
+
+Shape (every key optional; defaults below):
+
+    system_prompt = "..."              # or system_prompt_file = "prompts/agent.md"
+    allowed_root = "."                 # relative to the folder holding .gbr_envs/
+    protected_files = ["pyproject.toml", "*.lock"]   # globs, root-relative
+    [tools]      enabled, read_max_bytes, [tools.run_command] ...
+    [model]      base_url, model, api_key_env, temperature, headers, stream_tools
+    [node]       listen multiaddrs and RPC limits
+    [peers.ALIAS] peer_id, addrs, tools
+    [watch]      poll_interval_s
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are gbr-node's agent, a careful software engineer working inside a sandboxed "
+    "project folder. Use the tools to read before you change anything, keep changes small, "
+    "and say plainly what you did."
+)
+
+ALL_LOCAL_TOOLS = (
+    "read_file",
+    "write_file",
+    "edit_file",
+    "move_path",
+    "delete_path",
+    "list_dir",
+    "search_text",
+    "run_command",
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CommandRule(_Frozen):
+    """One allow-list entry of `run_command`.
+
+    `name` is what the model puts in argv[0] (a bare program name such as
+    "git"). `path` pins the executable; when omitted it is looked up on PATH
+    once, when the profile loads. `subcommands`, when given, lists the only
+    values argv[1] may take. `deny_args` are arguments refused anywhere in
+    argv[1:], matched exactly or as a prefix (`"-c"` also refuses `-cfoo`,
+    `"--exec"` also refuses `--exec=...`).
+    """
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[^/\\\x00]+$")]
+    path: str | None = None
+    subcommands: tuple[str, ...] | None = None
+    deny_args: tuple[str, ...] = ()
+
+
+class RunCommandConfig(_Frozen):
+    """`[tools.run_command]`: allow-list, time limit (seconds), output cap (bytes)."""
+
+    allow: tuple[CommandRule, ...] = ()
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    max_output_bytes: Annotated[int, Field(gt=0, le=64 * 1024 * 1024)] = 64 * 1024
+
+    @field_validator("allow", mode="before")
+    @classmethod
+    def _strings_are_rules(cls, value: object) -> object:
+        if isinstance(value, list | tuple):
+            return [{"name": v} if isinstance(v, str) else v for v in value]
+        return value
+
+
+class ToolsConfig(_Frozen):
+    """`[tools]`: which local tools exist and their limits."""
+
+    enabled: tuple[str, ...] | Literal["*"] = "*"
+    read_max_bytes: Annotated[int, Field(gt=0, le=256 * 1024 * 1024)] = 1024 * 1024
+    run_command: RunCommandConfig = RunCommandConfig()
+
+    @field_validator("enabled")
+    @classmethod
+    def _known_tools(cls, value: object) -> object:
+        if value == "*":
+            return value
+        unknown = [name for name in value if name not in ALL_LOCAL_TOOLS]  # type: ignore[union-attr]
+        if unknown:
+            raise ValueError(
+                f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(ALL_LOCAL_TOOLS)}"
+            )
+        return value
+
+    def is_enabled(self, name: str) -> bool:
+        """True when tool `name` is enabled by this profile."""
+        return self.enabled == "*" or name in self.enabled
+
+
+class ModelConfig(_Frozen):
+    """`[model]`: an OpenAI-compatible chat-completions endpoint.
+
+    `api_key_env` names the environment variable that holds the key; the key
+    itself never appears in a profile. `stream_tools = false` sends requests
+    that carry tools without streaming (for servers that cannot stream them).
+    """
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = "OPENAI_API_KEY"
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    headers: dict[str, str] = {}
+    stream_tools: bool = True
+
+
+class NodeConfig(_Frozen):
+    """`[node]`: libp2p listen multiaddrs and JSON-RPC limits (sizes in bytes, times in seconds)."""
+
+    listen: tuple[str, ...] = ("/ip4/127.0.0.1/tcp/4001",)
+    max_message_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
+    max_concurrent_calls_per_peer: Annotated[int, Field(gt=0)] = 16
+    call_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    read_timeout_s: Annotated[float, Field(gt=0)] = 10.0
+
+
+class TrustedPeer(_Frozen):
+    """`[peers.ALIAS]`: a trusted peer, where to dial it, and the tools it may call."""
+
+    peer_id: Annotated[str, Field(min_length=1)]
+    addrs: tuple[str, ...] = ()
+    tools: tuple[str, ...] | Literal["*"] = ()
+
+    def may_call(self, tool: str) -> bool:
+        """True when this peer is granted `tool`."""
+        return self.tools == "*" or tool in self.tools
+
+
+class WatchConfig(_Frozen):
+    """`[watch]`: hot-reload polling (ADR-0012a); interval in seconds."""
+
+    poll_interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+
+
+class Profile(_Frozen):
+    """A whole environment profile, as validated from one TOML document."""
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    system_prompt_file: str | None = None
+    allowed_root: Annotated[str, Field(min_length=1)] = "."
+    protected_files: tuple[str, ...] = ()
+    tools: ToolsConfig = ToolsConfig()
+    model: ModelConfig = ModelConfig()
+    node: NodeConfig = NodeConfig()
+    peers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], TrustedPeer] = {}
+    watch: WatchConfig = WatchConfig()

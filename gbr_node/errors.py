@@ -1,0 +1,145 @@
+"""The error tree of gbr-node: every error we raise derives from `GbrError`.
+
+The tree says who is at fault (STYLE.md, "Errors say who is at fault"):
+
+    GbrError
+    ├── ProfileError        a profile file is unreadable, not TOML, or invalid (UBQ-AI-02)
+    ├── SecurityViolation   a path, command or argument would leave the sandbox
+    │                       (UBQ-DEV-01, UNW-DEV-01)
+    ├── ApprovalRequired    a write touches a protected file (EVD-AI-01); not a
+    │                       failure, the caller turns it into a "pending" outcome
+    ├── ToolError           a tool ran into a user-visible problem (file missing,
+    │                       no match for an edit, command failed to start, ...)
+    ├── RpcError            JSON-RPC 2.0 errors; subclasses below say whose fault
+    │   ├── LocalProtocolError   we would send something invalid
+    │   └── RemoteProtocolError  the peer sent something invalid
+    ├── PeerUnreachable     dial failed: refused, timeout, Noise failure, wrong peer ID
+    ├── CallTimeout         a remote call or a command ran past its time limit
+    └── ModelError          the model server answered with an error or broke the stream
+
+Foreign exceptions (OSError, httpx, libp2p) are translated at the boundary with
+`raise ... from exc`, so callers only ever catch `GbrError` subclasses.
+"""
+
+from __future__ import annotations
+
+
+class GbrError(Exception):
+    """Root of every error gbr-node raises on purpose."""
+
+
+class ProfileError(GbrError):
+    """A profile could not be loaded (UBQ-AI-02).
+
+    Attributes:
+        file: path of the profile file, or None when not file-bound.
+        line, column: 1-based position when TOML reported one, else None.
+        key: dotted key that was wrong (``tools.run_command.allow``), or None.
+        message: what was expected, in plain words.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.key = key
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.file or "<profile>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        key = f" [{self.key}]" if self.key else ""
+        return f"{where}{key}: {self.message}"
+
+
+class SecurityViolation(GbrError):
+    """A request would act outside what the sandbox allows.
+
+    Raised before any filesystem or process call is made on the offending
+    input (UNW-DEV-01). `reason` is a short sentence fit for a model or a
+    peer; `subject` is the offending path or argument as given.
+    """
+
+    def __init__(self, reason: str, subject: str | None = None) -> None:
+        self.reason = reason
+        self.subject = subject
+        super().__init__(f"{reason}: {subject!r}" if subject is not None else reason)
+
+
+class ApprovalRequired(GbrError):
+    """A write, edit, move or delete touches a protected path (EVD-AI-01).
+
+    Not a failure: the tool layer turns it into an "approval required"
+    outcome. Attributes: `tool` (tool name), `path` (root-relative POSIX
+    path of the protected file), `absolute` (absolute path), `content`
+    (proposed new content as text, or None for moves and deletes).
+    """
+
+    def __init__(
+        self,
+        tool: str,
+        path: str,
+        absolute: str,
+        content: str | None = None,
+        detail: dict | None = None,
+    ) -> None:
+        self.tool = tool
+        self.path = path
+        self.absolute = absolute
+        self.content = content
+        self.detail = detail or {}
+        super().__init__(f"{tool} on protected path {path!r} needs the operator's approval")
+
+
+class ToolError(GbrError):
+    """A tool could not do what was asked; the message is shown to the model."""
+
+
+class RpcError(GbrError):
+    """A JSON-RPC 2.0 error (code, message, optional data), as on the wire."""
+
+    def __init__(self, code: int, message: str, data: object | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        super().__init__(f"JSON-RPC error {code}: {message}")
+
+
+class LocalProtocolError(RpcError):
+    """We were about to send something the protocol does not allow."""
+
+
+class RemoteProtocolError(RpcError):
+    """The peer sent bytes or JSON the protocol does not allow."""
+
+
+class PeerUnreachable(GbrError):
+    """A peer could not be reached: refused, timed out, Noise failed or wrong peer ID."""
+
+
+class CallTimeout(GbrError):
+    """An operation ran past its time limit (seconds given in the message)."""
+
+
+class ModelError(GbrError):
+    """The model server failed: HTTP error, broken stream, or unusable answer.
+
+    Attributes: `status` (HTTP status or None), `retryable` (bool).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False):
+        self.status = status
+        self.retryable = retryable
+        super().__init__(message)

@@ -1,0 +1,1 @@
+"""Shared pytest configuration. Subsystem fixtures live in each tests/<subsystem>/conftest.py."""
