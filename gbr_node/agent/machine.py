@@ -1,0 +1,304 @@
+"""The agent's state machine, pure: a message in, a list of actions out.
+
+States and the transitions each message causes live in `_TRANSITIONS`
+(STYLE.md "State machines as tables"). The machine never awaits anything: it
+decides, and `agent.runtime` does the I/O (starts inferences, runs tools,
+renders). An unexpected message in a state raises `UnexpectedMessage`.
+
+ADR-0012b: every inference has its own prompt id; chunks, completions and
+tool feedback of any other id are stale and become a `Stale` action, never
+part of the current turn. ADR-0010: `Interrupt` / `InterruptAndSuggest` cut
+the current inference, keep the partial answer marked interrupted, answer
+unfinished tool calls with a synthetic result, and (with a suggestion)
+prompt again at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gbr_node.agent.messages import (
+    DirectPrompt,
+    Interrupt,
+    InterruptAndSuggest,
+    OracleChunk,
+    OracleDone,
+    OracleFailed,
+    ToolCall,
+    ToolExecutionFeedback,
+    UpdateEnv,
+    UserPrompt,
+)
+from gbr_node.agent.session import Session
+from gbr_node.errors import GbrError
+
+DEFAULT_MAX_STEPS = 25
+INTERRUPTED_MARK = "[interrupted by the user]"
+SUGGESTION_PREFIX = "[My previous message interrupted your answer.] "
+
+
+class State(enum.Enum):
+    IDLE = "idle"
+    STREAMING = "streaming"
+    AWAITING_TOOLS = "awaiting_tools"
+
+
+class UnexpectedMessage(GbrError):
+    """A message arrived in a state where it has no meaning (a bug, not a user error)."""
+
+
+@dataclass(frozen=True)
+class StartInference:
+    """Run `prompt` on the oracle."""
+
+    prompt: DirectPrompt
+
+
+@dataclass(frozen=True)
+class CancelInference:
+    """Cancel the inference `prompt_id` now (the HTTP stream is closed)."""
+
+    prompt_id: int
+
+
+@dataclass(frozen=True)
+class RunTool:
+    """Run one tool call; its outcome comes back as `ToolExecutionFeedback(prompt_id, ...)`."""
+
+    prompt_id: int
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class Show:
+    """Something for the person to see. `kind`: text, reasoning, tool_start, tool_end,
+    notice, error, queued, stale, turn_end."""
+
+    kind: str
+    text: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+Action = StartInference | CancelInference | RunTool | Show
+
+
+class AgentMachine:
+    """The agent's decisions (ADR-0012b, ADR-0010).
+
+    Args:
+        session: the history this machine appends to.
+        tools: returns the tool specs (chat-completions `tools` entries) to
+            offer in the next inference; called once per inference.
+        max_steps: inferences per turn before tool calls stop being run.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        tools: Callable[[], list[dict[str, Any]]],
+        max_steps: int = DEFAULT_MAX_STEPS,
+    ) -> None:
+        self.session = session
+        self.state = State.IDLE
+        self.queued: list[str] = []
+        self._tools = tools
+        self._max_steps = max_steps
+        self._next_id = 1
+        self._prompt_id: int | None = None
+        self._partial: list[str] = []
+        self._steps = 0
+        self._calls: list[ToolCall] = []
+        self._results: dict[str, ToolExecutionFeedback] = {}
+
+    @property
+    def prompt_id(self) -> int | None:
+        """Id of the inference the current turn is on, or None when idle."""
+        return self._prompt_id
+
+    def handle(self, msg: object) -> list[Action]:
+        """Apply one inbox message; return the actions to carry out, in order.
+
+        Raises UnexpectedMessage when `msg` has no meaning in the current state.
+        """
+        pid = getattr(msg, "prompt_id", None)
+        if pid is not None and pid != self._prompt_id:
+            return [Show("stale", _describe_stale(msg), {"message": msg})]
+        handler = _TRANSITIONS.get((self.state, type(msg))) or _ANY_STATE.get(type(msg))
+        if handler is None:
+            raise UnexpectedMessage(f"{type(msg).__name__} in state {self.state.value}")
+        return handler(self, msg)
+
+    # -- transitions -------------------------------------------------------
+
+    def _on_prompt(self, msg: UserPrompt) -> list[Action]:
+        self.session.append({"role": "user", "content": msg.text})
+        self._steps = 0
+        return [self._start()]
+
+    def _on_queue(self, msg: UserPrompt) -> list[Action]:
+        self.queued.append(msg.text)
+        return [Show("queued", msg.text, {"position": len(self.queued)})]
+
+    def _on_chunk(self, msg: OracleChunk) -> list[Action]:
+        if msg.kind == "text":
+            self._partial.append(msg.text)
+        return [Show(msg.kind, msg.text)]
+
+    def _on_done(self, msg: OracleDone) -> list[Action]:
+        calls = list(msg.tool_calls)
+        message: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
+        if calls:
+            message["tool_calls"] = [_wire_call(c) for c in calls]
+        self.session.append(message, finish_reason=msg.finish_reason, usage=msg.usage)
+        if not calls:
+            return self._end_turn()
+        self.state = State.AWAITING_TOOLS
+        self._calls, self._results = calls, {}
+        actions: list[Action] = []
+        for call in calls:
+            if call.error is not None:
+                feedback = ToolExecutionFeedback(
+                    self._prompt_id, call.id, call.name, error=f"not run: {call.error}"
+                )
+                self._results[call.id] = feedback
+                actions.append(Show("tool_end", call.name, {"feedback": feedback}))
+            elif self._steps >= self._max_steps:
+                reason = f"not run: the step limit of {self._max_steps} was reached"
+                self._results[call.id] = ToolExecutionFeedback(
+                    self._prompt_id, call.id, call.name, error=reason
+                )
+            else:
+                actions.append(Show("tool_start", call.name, {"call": call}))
+                actions.append(RunTool(self._prompt_id, call))
+        if self._steps >= self._max_steps:
+            actions.append(Show("notice", f"stopped: {self._max_steps} steps in this turn"))
+        return actions + self._maybe_continue()
+
+    def _on_failed(self, msg: OracleFailed) -> list[Action]:
+        if msg.partial:
+            note = f"{msg.partial}\n\n[answer cut: {msg.error}]"
+            self.session.append({"role": "assistant", "content": note}, error=msg.error)
+        return [Show("error", msg.error)] + self._end_turn()
+
+    def _on_feedback(self, msg: ToolExecutionFeedback) -> list[Action]:
+        if msg.call_id not in {c.id for c in self._calls} or msg.call_id in self._results:
+            return [Show("stale", _describe_stale(msg), {"message": msg})]
+        self._results[msg.call_id] = msg
+        return [Show("tool_end", msg.tool, {"feedback": msg})] + self._maybe_continue()
+
+    def _on_interrupt(self, msg: Interrupt | InterruptAndSuggest) -> list[Action]:
+        actions: list[Action] = []
+        if self.state is State.STREAMING:
+            actions.append(CancelInference(self._prompt_id))
+            partial = "".join(self._partial)
+            if partial:
+                content = f"{partial}\n\n{INTERRUPTED_MARK}"
+                self.session.append({"role": "assistant", "content": content}, interrupted=True)
+        elif self.state is State.AWAITING_TOOLS:
+            for call in self._calls:
+                if call.id in self._results:
+                    self._append_result(self._results[call.id])
+                else:
+                    self.session.append(
+                        _tool_message(call.id, "error: not awaited: the user interrupted the turn"),
+                        interrupted=True,
+                    )
+        self._reset()
+        if isinstance(msg, InterruptAndSuggest):
+            self.session.append({"role": "user", "content": SUGGESTION_PREFIX + msg.text})
+            self._steps = 0
+            return actions + [self._start()]
+        if self.queued:
+            actions.append(Show("notice", f"dropped {len(self.queued)} queued message(s)"))
+            self.queued.clear()
+        return actions + [Show("turn_end", "interrupted")]
+
+    def _on_update_env(self, msg: UpdateEnv) -> list[Action]:
+        self.session.replace_system(msg.system_prompt)
+        return []
+
+    # -- helpers -----------------------------------------------------------
+
+    def _start(self) -> StartInference:
+        self._prompt_id = self._next_id
+        self._next_id += 1
+        self._partial = []
+        self._steps += 1
+        self.state = State.STREAMING
+        prompt = DirectPrompt(
+            self._prompt_id, tuple(self.session.request_messages()), tuple(self._tools())
+        )
+        return StartInference(prompt)
+
+    def _maybe_continue(self) -> list[Action]:
+        if len(self._results) < len(self._calls):
+            return []
+        for call in self._calls:
+            self._append_result(self._results[call.id])
+        if self._steps >= self._max_steps:
+            return self._end_turn()
+        self._calls, self._results = [], {}
+        return [self._start()]
+
+    def _append_result(self, feedback: ToolExecutionFeedback) -> None:
+        self.session.append(
+            _tool_message(feedback.call_id, feedback.as_text()),
+            tool=feedback.tool,
+            peer=feedback.peer,
+            elapsed_s=feedback.elapsed_s,
+        )
+
+    def _end_turn(self) -> list[Action]:
+        self._reset()
+        actions: list[Action] = [Show("turn_end")]
+        if self.queued:
+            actions += self._on_prompt(UserPrompt(self.queued.pop(0)))
+        return actions
+
+    def _reset(self) -> None:
+        self.state = State.IDLE
+        self._prompt_id = None
+        self._partial = []
+        self._calls, self._results = [], {}
+
+
+def _wire_call(call: ToolCall) -> dict[str, Any]:
+    # An invalid call keeps its place in history with empty arguments, so the
+    # request stays valid; its tool message tells the model what was wrong.
+    arguments = "{}" if call.error else json.dumps(call.arguments, ensure_ascii=False)
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+def _tool_message(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def _describe_stale(msg: object) -> str:
+    if isinstance(msg, ToolExecutionFeedback):
+        outcome = "error" if msg.error or (msg.result or {}).get("isError") else "ok"
+        return f"late result of an interrupted turn: {msg.tool} {outcome} (not added)"
+    return f"late {type(msg).__name__} of an interrupted turn (ignored)"
+
+
+_TRANSITIONS: dict[tuple[State, type], Callable[[AgentMachine, Any], list[Action]]] = {
+    (State.IDLE, UserPrompt): AgentMachine._on_prompt,
+    (State.STREAMING, UserPrompt): AgentMachine._on_queue,
+    (State.AWAITING_TOOLS, UserPrompt): AgentMachine._on_queue,
+    (State.STREAMING, OracleChunk): AgentMachine._on_chunk,
+    (State.STREAMING, OracleDone): AgentMachine._on_done,
+    (State.STREAMING, OracleFailed): AgentMachine._on_failed,
+    (State.AWAITING_TOOLS, ToolExecutionFeedback): AgentMachine._on_feedback,
+}
+_ANY_STATE: dict[type, Callable[[AgentMachine, Any], list[Action]]] = {
+    Interrupt: AgentMachine._on_interrupt,
+    InterruptAndSuggest: AgentMachine._on_interrupt,
+    UpdateEnv: AgentMachine._on_update_env,
+}

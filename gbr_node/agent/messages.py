@@ -1,0 +1,127 @@
+"""Typed messages between the agent's parts (DESIGN.md "Shape"): frozen dataclasses.
+
+Inbox of the agent (from the REPL, the oracle, tool runners, the env watcher):
+`UserPrompt`, `Interrupt`, `InterruptAndSuggest`, `OracleChunk`, `OracleDone`,
+`OracleFailed`, `ToolExecutionFeedback`, `UpdateEnv`.
+
+Every inference has its own `prompt_id` (ADR-0012b): chunks, completions and
+tool feedback carry the id of the inference they belong to, so an answer that
+arrives after the person moved on is recognised as stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class UserPrompt:
+    """A line the person typed that is not a slash command."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """Ctrl-C: stop the current generation and wait (ADR-0010 without a suggestion)."""
+
+
+@dataclass(frozen=True)
+class InterruptAndSuggest:
+    """`/s TEXT`: cut the stream, keep the partial answer, add TEXT, prompt again (ADR-0010)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One complete tool call the model asked for.
+
+    `arguments` is the parsed JSON object; `raw_arguments` the text the model
+    sent (kept for history); `error` is set when the arguments were not a
+    strict JSON object, in which case the call is never run.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str = "{}"
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class DirectPrompt:
+    """Oracle work order: run one inference over `messages` with `tools` (ADR-0012b)."""
+
+    prompt_id: int
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class OracleChunk:
+    """A piece of streamed answer: `kind` is "text" or "reasoning"."""
+
+    prompt_id: int
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class OracleDone:
+    """The inference `prompt_id` ended normally.
+
+    `text` is the whole answer text; `tool_calls` the calls to run (invalid
+    ones carry `error`); `finish_reason` and `usage` as the server sent them.
+    """
+
+    prompt_id: int
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class OracleFailed:
+    """The inference `prompt_id` failed; `partial` is the text received before it did."""
+
+    prompt_id: int
+    error: str
+    partial: str = ""
+
+
+@dataclass(frozen=True)
+class ToolExecutionFeedback:
+    """The outcome of one tool call, local or remote (ADR-0012b).
+
+    `result` is the MCP result object (`{"content": [...], "isError": bool}`)
+    or None when the call failed before producing one, in which case `error`
+    says why (peer unreachable, refused, timed out, ...). `elapsed_s` in seconds.
+    """
+
+    prompt_id: int
+    call_id: str
+    tool: str
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    peer: str | None = None
+    elapsed_s: float = 0.0
+
+    def as_text(self) -> str:
+        """The tool message content the model will see."""
+        if self.result is None:
+            return f"error: {self.error or 'the tool produced no result'}"
+        parts = [c.get("text", "") for c in self.result.get("content", []) if isinstance(c, dict)]
+        text = "\n".join(parts)
+        return f"error: {text}" if self.result.get("isError") else text
+
+
+@dataclass(frozen=True)
+class UpdateEnv:
+    """A new validated profile snapshot is in force (ADR-0012a); `changed` names the keys."""
+
+    system_prompt: str
+    changed: tuple[str, ...] = ()
+    snapshot: Any = field(default=None, compare=False)

@@ -1,0 +1,163 @@
+"""Command line: argv → settings → the command. The only importer of `node.py`.
+
+Heavy packages (libp2p, httpx, pydantic models) are imported inside the
+command that needs them, so `gbr-node --help` answers at once.
+
+Exit statuses: 0 ok, 1 the thing asked for failed (tool error, invalid
+profile), 2 usage error, 3 a peer was unreachable or refused the call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+
+def _project_dir(args: argparse.Namespace) -> Path:
+    from gbr_node.config.loader import find_project_dir
+
+    if args.project:
+        return Path(args.project).resolve()
+    return find_project_dir(Path.cwd())
+
+
+def _env_name(args: argparse.Namespace) -> str:
+    return args.env or os.environ.get("GBR_ENV") or "default"
+
+
+def _load(args: argparse.Namespace):
+    from gbr_node.config.loader import load_profile
+
+    return load_profile(_project_dir(args), _env_name(args))
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write `.gbr_envs/default.toml` (the packaged template) unless it exists."""
+    from importlib.resources import files
+
+    target_dir = Path(args.project or Path.cwd()).resolve() / ".gbr_envs"
+    target = target_dir / "default.toml"
+    if target.exists():
+        print(f"{target} already exists; left unchanged")
+        return EXIT_OK
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target.write_text(files("gbr_node.data").joinpath("default.toml").read_text("utf-8"), "utf-8")
+    print(f"created {target}")
+    return EXIT_OK
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """`env check [NAME]`, `env schema`, `env list`."""
+    from gbr_node.config import loader
+
+    if args.env_command == "schema":
+        print(json.dumps(loader.profile_json_schema(), indent=2))
+        return EXIT_OK
+    if args.env_command == "list":
+        for name in loader.list_profiles(_project_dir(args)):
+            print(name)
+        return EXIT_OK
+    name = args.name or _env_name(args)
+    loaded = loader.load_profile(_project_dir(args), name)
+    print(loader.render_effective(loaded))
+    print(f"# profile {name!r} is valid ({loaded.file})", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_tool(args: argparse.Namespace) -> int:
+    """Run one local tool under the active profile and print its MCP result."""
+    from gbr_node.errors import InvalidArguments, SecurityViolation, UnknownTool
+    from gbr_node.sandbox import Sandbox
+    from gbr_node.tools.registry import build_registry
+
+    try:
+        arguments = json.loads(args.arguments)
+    except json.JSONDecodeError as exc:
+        print(f"gbr-node: JSON-ARGS is not valid JSON: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(arguments, dict):
+        print("gbr-node: JSON-ARGS must be a JSON object", file=sys.stderr)
+        return EXIT_USAGE
+    loaded = _load(args)
+    sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
+    registry = build_registry(loaded.profile.tools, sandbox)
+    try:
+        result = registry.call(args.name, arguments)
+    except (UnknownTool, InvalidArguments) as exc:
+        print(f"gbr-node: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SecurityViolation as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(result.to_mcp(), indent=2))
+    else:
+        for item in result.content:
+            print(item.get("text", ""))
+        if result.structured:
+            print(json.dumps(result.structured), file=sys.stderr)
+    return EXIT_FAILED if result.is_error else EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree of every `gbr-node` command."""
+    parser = argparse.ArgumentParser(
+        prog="gbr-node",
+        description="Peer-to-peer AI agent node: libp2p (Noise + Yamux), sandboxed tools, "
+        "any OpenAI-compatible model.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument(
+        "--project", metavar="DIR", help="project folder (default: nearest with .gbr_envs/)"
+    )
+    parser.add_argument(
+        "--env", metavar="NAME", help="profile .gbr_envs/NAME.toml (default: $GBR_ENV or default)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("init", help="create .gbr_envs/default.toml here if absent")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("env", help="validate or describe environment profiles")
+    env_sub = p.add_subparsers(dest="env_command", metavar="ACTION", required=True)
+    check = env_sub.add_parser("check", help="validate a profile and print its effective values")
+    check.add_argument("name", nargs="?", help="profile name (default: the active one)")
+    env_sub.add_parser("schema", help="print the profile JSON Schema (for editors)")
+    env_sub.add_parser("list", help="list the profiles of this project")
+    p.set_defaults(func=cmd_env)
+
+    p = sub.add_parser("tool", help="run one local tool under the active profile")
+    p.add_argument("name", help="tool name, e.g. read_file")
+    p.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
+    p.add_argument("--json", action="store_true", help="print the raw MCP result")
+    p.set_defaults(func=cmd_tool)
+    return parser
+
+
+def _version() -> str:
+    from gbr_node import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `gbr-node` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    from gbr_node.errors import GbrError
+
+    try:
+        return args.func(args)
+    except GbrError as exc:
+        print(f"gbr-node: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130

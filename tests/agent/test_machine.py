@@ -1,0 +1,177 @@
+"""The agent state machine (ADR-0012b, ADR-0010), driven message by message."""
+
+import pytest
+
+from gbr_node.agent.machine import (
+    INTERRUPTED_MARK,
+    AgentMachine,
+    CancelInference,
+    RunTool,
+    Show,
+    StartInference,
+    State,
+    UnexpectedMessage,
+)
+from gbr_node.agent.messages import (
+    Interrupt,
+    InterruptAndSuggest,
+    OracleChunk,
+    OracleDone,
+    OracleFailed,
+    ToolCall,
+    ToolExecutionFeedback,
+    UpdateEnv,
+    UserPrompt,
+)
+from gbr_node.agent.session import Session
+from tests.agent.chat_rules import assert_valid_conversation
+
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+
+
+def make(max_steps=25):
+    return AgentMachine(Session("be brief"), lambda: TOOLS, max_steps=max_steps)
+
+
+def only(actions, kind):
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def ok(prompt_id, call_id, text="done"):
+    result = {"content": [{"type": "text", "text": text}], "isError": False}
+    return ToolExecutionFeedback(prompt_id, call_id, "read_file", result=result)
+
+
+def call(call_id, path="a.txt"):
+    return ToolCall(call_id, "read_file", {"path": path})
+
+
+def test_prompt_starts_an_inference_with_system_first_and_tools():
+    m = make()
+    (start,) = only(m.handle(UserPrompt("hi")), StartInference)
+    assert m.state is State.STREAMING
+    assert [x["role"] for x in start.prompt.messages] == ["system", "user"]
+    assert start.prompt.messages[0]["content"].startswith("be brief")
+    assert start.prompt.tools == tuple(TOOLS)
+
+
+def test_plain_answer_ends_the_turn_and_is_kept_in_history():
+    m = make()
+    pid = only(m.handle(UserPrompt("hi")), StartInference)[0].prompt.prompt_id
+    assert m.handle(OracleChunk(pid, "text", "Hel")) == [Show("text", "Hel")]
+    actions = m.handle(OracleDone(pid, "Hello"))
+    assert Show("turn_end") in actions
+    assert m.state is State.IDLE
+    assert m.session.request_messages()[-1] == {"role": "assistant", "content": "Hello"}
+
+
+def test_tool_calls_run_concurrently_and_reprompt_when_all_results_are_in():
+    m = make()
+    pid = only(m.handle(UserPrompt("read two")), StartInference)[0].prompt.prompt_id
+    actions = m.handle(OracleDone(pid, "", (call("c1"), call("c2", "b.txt"))))
+    assert [a.call.id for a in only(actions, RunTool)] == ["c1", "c2"]
+    assert m.state is State.AWAITING_TOOLS
+    assert not only(m.handle(ok(pid, "c2", "B")), StartInference)
+    (start,) = only(m.handle(ok(pid, "c1", "A")), StartInference)
+    msgs = list(start.prompt.messages)
+    assert_valid_conversation(msgs)
+    # tool results are in the order of the calls, whatever order they arrived in
+    assert [(x["tool_call_id"], x["content"]) for x in msgs[-2:]] == [("c1", "A"), ("c2", "B")]
+    assert start.prompt.prompt_id != pid
+
+
+def test_late_feedback_of_an_interrupted_turn_is_stale_and_not_added():
+    m = make()
+    pid = only(m.handle(UserPrompt("go")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleDone(pid, "", (call("c1"),)))
+    m.handle(Interrupt())
+    before = m.session.request_messages()
+    (shown,) = m.handle(ok(pid, "c1"))
+    assert shown.kind == "stale"
+    assert m.session.request_messages() == before
+    assert_valid_conversation(before)
+    assert "not awaited" in before[-1]["content"]
+
+
+def test_chunks_of_an_old_prompt_never_reach_the_current_turn():
+    m = make()
+    old = only(m.handle(UserPrompt("one")), StartInference)[0].prompt.prompt_id
+    new = only(m.handle(InterruptAndSuggest("two")), StartInference)[0].prompt.prompt_id
+    assert m.handle(OracleChunk(old, "text", "zombie"))[0].kind == "stale"
+    assert m.handle(OracleDone(old, "zombie"))[0].kind == "stale"
+    m.handle(OracleDone(new, "fresh"))
+    contents = [x["content"] for x in m.session.request_messages()]
+    assert "zombie" not in contents and contents[-1] == "fresh"
+
+
+def test_suggestion_keeps_partial_text_marked_interrupted_and_reprompts():
+    m = make()
+    pid = only(m.handle(UserPrompt("write a poem")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleChunk(pid, "text", "Roses are "))
+    actions = m.handle(InterruptAndSuggest("make it about trio"))
+    assert actions[0] == CancelInference(pid)
+    (start,) = only(actions, StartInference)
+    msgs = list(start.prompt.messages)
+    assert msgs[-2] == {"role": "assistant", "content": f"Roses are \n\n{INTERRUPTED_MARK}"}
+    assert msgs[-1]["role"] == "user" and msgs[-1]["content"].endswith("make it about trio")
+    assert m.session.entries[-2].meta == {"interrupted": True}
+    assert_valid_conversation(msgs)
+
+
+def test_invalid_tool_arguments_are_never_run_and_the_model_is_told():
+    m = make()
+    pid = only(m.handle(UserPrompt("go")), StartInference)[0].prompt.prompt_id
+    bad = ToolCall("c1", "read_file", {}, raw_arguments='{"path": ', error="arguments not JSON")
+    actions = m.handle(OracleDone(pid, "", (bad,)))
+    assert not only(actions, RunTool)
+    (start,) = only(actions, StartInference)
+    msgs = list(start.prompt.messages)
+    assert msgs[-2]["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert "arguments not JSON" in msgs[-1]["content"]
+    assert_valid_conversation(msgs)
+
+
+def test_step_cap_stops_running_tools():
+    m = make(max_steps=2)
+    pid = only(m.handle(UserPrompt("loop")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleDone(pid, "", (call("c1"),)))
+    pid = only(m.handle(ok(pid, "c1")), StartInference)[0].prompt.prompt_id
+    actions = m.handle(OracleDone(pid, "", (call("c2"),)))
+    assert not only(actions, RunTool)
+    assert not only(actions, StartInference)
+    assert m.state is State.IDLE
+    assert "step limit" in m.session.request_messages()[-1]["content"]
+
+
+def test_prompt_typed_while_busy_is_queued_then_sent_when_the_turn_ends():
+    m = make()
+    pid = only(m.handle(UserPrompt("one")), StartInference)[0].prompt.prompt_id
+    assert m.handle(UserPrompt("two"))[0].kind == "queued"
+    (start,) = only(m.handle(OracleDone(pid, "first")), StartInference)
+    assert start.prompt.messages[-1] == {"role": "user", "content": "two"}
+
+
+def test_failed_inference_keeps_partial_text_and_returns_to_idle():
+    m = make()
+    pid = only(m.handle(UserPrompt("hi")), StartInference)[0].prompt.prompt_id
+    actions = m.handle(OracleFailed(pid, "connection closed", partial="Hal"))
+    assert Show("error", "connection closed") in actions
+    assert m.state is State.IDLE
+    assert m.session.request_messages()[-1]["content"].startswith("Hal")
+
+
+def test_update_env_replaces_only_the_system_message():
+    m = make()
+    pid = only(m.handle(UserPrompt("hi")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleDone(pid, "hello"))
+    before = m.session.request_messages()
+    m.handle(UpdateEnv("be verbose"))
+    after = m.session.request_messages()
+    assert after[0]["content"].startswith("be verbose")
+    assert after[1:] == before[1:]
+
+
+def test_unexpected_message_is_a_named_error():
+    m = make()
+    with pytest.raises(UnexpectedMessage):
+        m.handle(object())
