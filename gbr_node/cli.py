@@ -38,7 +38,7 @@ def _load(args: argparse.Namespace):
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Write `.gbr_envs/default.toml` (the packaged template) unless it exists."""
-    from importlib.resources import files
+    from gbr_node.config.loader import default_template
 
     target_dir = Path(args.project or Path.cwd()).resolve() / ".gbr_envs"
     target = target_dir / "default.toml"
@@ -46,7 +46,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"{target} already exists; left unchanged")
         return EXIT_OK
     target_dir.mkdir(parents=True, exist_ok=True)
-    target.write_text(files("gbr_node.data").joinpath("default.toml").read_text("utf-8"), "utf-8")
+    target.write_text(default_template(), "utf-8")
     print(f"created {target}")
     return EXIT_OK
 
@@ -104,6 +104,22 @@ def cmd_tool(args: argparse.Namespace) -> int:
     return EXIT_FAILED if result.is_error else EXIT_OK
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """Start the node with its REPL: `gbr-node run`."""
+    import trio
+
+    from gbr_node import node
+
+    settings = node.RunSettings(
+        project_dir=_project_dir(args),
+        env=_env_name(args),
+        resume=args.resume,
+        base_url=args.base_url,
+        model=args.model,
+    )
+    return trio.run(node.run_interactive, settings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree of every `gbr-node` command."""
     parser = argparse.ArgumentParser(
@@ -119,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--env", metavar="NAME", help="profile .gbr_envs/NAME.toml (default: $GBR_ENV or default)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="start the node and talk to its agent in this terminal")
+    p.add_argument("--resume", action="store_true", help="continue the last session")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (overrides profile and env)")
+    p.add_argument("--model", help="model name (overrides profile and env)")
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("init", help="create .gbr_envs/default.toml here if absent")
     p.set_defaults(func=cmd_init)

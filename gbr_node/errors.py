@@ -8,6 +8,8 @@ The tree says who is at fault (STYLE.md, "Errors say who is at fault"):
     │                       (UBQ-DEV-01, UNW-DEV-01)
     ├── ApprovalRequired    a write touches a protected file (EVD-AI-01); not a
     │                       failure, the caller turns it into a "pending" outcome
+    ├── UnknownTool         no such tool, or not enabled or granted
+    ├── InvalidArguments    tool arguments failed validation (-32602)
     ├── ToolError           a tool ran into a user-visible problem (file missing,
     │                       no match for an edit, command failed to start, ...)
     ├── RpcError            JSON-RPC 2.0 errors; subclasses below say whose fault
@@ -143,3 +145,14 @@ class ModelError(GbrError):
         self.status = status
         self.retryable = retryable
         super().__init__(message)
+
+
+class UnknownTool(GbrError):
+    """No tool of that name exists, or it is not enabled or not granted to the caller."""
+
+
+class InvalidArguments(GbrError):
+    """A tool's arguments failed validation; the message names each bad field.
+
+    Maps to JSON-RPC -32602 Invalid params on the wire.
+    """

@@ -16,7 +16,6 @@ prompt again at once.
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,13 +27,13 @@ from gbr_node.agent.messages import (
     OracleChunk,
     OracleDone,
     OracleFailed,
-    ToolCall,
     ToolExecutionFeedback,
     UpdateEnv,
     UserPrompt,
 )
 from gbr_node.agent.session import Session
 from gbr_node.errors import GbrError
+from gbr_node.llm.events import InvalidToolCall, ToolCall
 
 DEFAULT_MAX_STEPS = 25
 INTERRUPTED_MARK = "[interrupted by the user]"
@@ -111,7 +110,7 @@ class AgentMachine:
         self._prompt_id: int | None = None
         self._partial: list[str] = []
         self._steps = 0
-        self._calls: list[ToolCall] = []
+        self._calls: list[ToolCall | InvalidToolCall] = []
         self._results: dict[str, ToolExecutionFeedback] = {}
 
     @property
@@ -160,9 +159,9 @@ class AgentMachine:
         self._calls, self._results = calls, {}
         actions: list[Action] = []
         for call in calls:
-            if call.error is not None:
+            if isinstance(call, InvalidToolCall):
                 feedback = ToolExecutionFeedback(
-                    self._prompt_id, call.id, call.name, error=f"not run: {call.error}"
+                    self._prompt_id, call.id, call.name, error=f"not run: {call.reason}"
                 )
                 self._results[call.id] = feedback
                 actions.append(Show("tool_end", call.name, {"feedback": feedback}))
@@ -266,14 +265,15 @@ class AgentMachine:
         self._calls, self._results = [], {}
 
 
-def _wire_call(call: ToolCall) -> dict[str, Any]:
+def _wire_call(call: ToolCall | InvalidToolCall) -> dict[str, Any]:
+    if isinstance(call, ToolCall):
+        return call.to_message()
     # An invalid call keeps its place in history with empty arguments, so the
     # request stays valid; its tool message tells the model what was wrong.
-    arguments = "{}" if call.error else json.dumps(call.arguments, ensure_ascii=False)
     return {
         "id": call.id,
         "type": "function",
-        "function": {"name": call.name, "arguments": arguments},
+        "function": {"name": call.name, "arguments": "{}"},
     }
 
 

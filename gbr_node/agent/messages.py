@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gbr_node.llm.events import InvalidToolCall, ToolCall
+
 
 @dataclass(frozen=True)
 class UserPrompt:
@@ -32,22 +34,6 @@ class InterruptAndSuggest:
     """`/s TEXT`: cut the stream, keep the partial answer, add TEXT, prompt again (ADR-0010)."""
 
     text: str
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One complete tool call the model asked for.
-
-    `arguments` is the parsed JSON object; `raw_arguments` the text the model
-    sent (kept for history); `error` is set when the arguments were not a
-    strict JSON object, in which case the call is never run.
-    """
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    raw_arguments: str = "{}"
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,13 +58,14 @@ class OracleChunk:
 class OracleDone:
     """The inference `prompt_id` ended normally.
 
-    `text` is the whole answer text; `tool_calls` the calls to run (invalid
-    ones carry `error`); `finish_reason` and `usage` as the server sent them.
+    `text` is the whole answer text; `tool_calls` the calls in stream order,
+    runnable ones and `InvalidToolCall`s (never run; the model is told why);
+    `finish_reason` and `usage` as the server sent them.
     """
 
     prompt_id: int
     text: str
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: tuple[ToolCall | InvalidToolCall, ...] = ()
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
 

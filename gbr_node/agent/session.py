@@ -43,7 +43,7 @@ class Session:
 
     def __init__(self, system_prompt: str, on_change: OnChange | None = None) -> None:
         self.entries: list[Entry] = [_system_entry(system_prompt)]
-        self._on_change = on_change
+        self.on_change = on_change
 
     @property
     def system_prompt(self) -> str:
@@ -70,7 +70,7 @@ class Session:
 
         Raises ValueError for an unknown op.
         """
-        callback, self._on_change = self._on_change, None
+        callback, self.on_change = self.on_change, None
         try:
             if op == "append":
                 self.append(payload["message"], **payload.get("meta", {}))
@@ -81,7 +81,7 @@ class Session:
             else:
                 raise ValueError(f"unknown journal op {op!r}")
         finally:
-            self._on_change = callback
+            self.on_change = callback
 
     def request_messages(self) -> list[dict[str, Any]]:
         """The messages to send, repaired into a valid conversation.
@@ -107,8 +107,8 @@ class Session:
         return copy.deepcopy(out)
 
     def _changed(self, op: str, payload: dict[str, Any]) -> None:
-        if self._on_change is not None:
-            self._on_change(op, payload)
+        if self.on_change is not None:
+            self.on_change(op, payload)
 
 
 def _system_entry(prompt: str) -> Entry:

@@ -1,0 +1,112 @@
+"""Tool dispatch for the agent: routes one tool call to the local registry or a peer.
+
+Every call ends in exactly one `ToolExecutionFeedback` sent to the agent's
+inbox, whatever happens (ADR-0012b): a local tool runs in a worker thread; a
+remote one (`ALIAS__TOOL`) goes to the `RemoteTools` the node provides. The
+agent itself never awaits a tool.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import trio
+
+from gbr_node.agent.messages import ToolCall, ToolExecutionFeedback
+from gbr_node.errors import GbrError
+
+REMOTE_SEPARATOR = "__"
+log = logging.getLogger("gbr_node.agent")
+
+
+class LocalTools(Protocol):
+    """What the dispatcher needs of a tool registry snapshot (`tools.registry.Registry`)."""
+
+    def specs(self) -> list[dict[str, Any]]: ...
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any: ...
+
+
+class RemoteTools(Protocol):
+    """Tools of trusted peers, as the node's P2P side offers them.
+
+    `specs()` gives MCP tool specs already named `ALIAS__TOOL`; `call` returns
+    the peer's MCP result dict or raises a `GbrError` (unreachable, refused,
+    timed out, ...).
+    """
+
+    def specs(self) -> list[dict[str, Any]]: ...
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def chat_tool(spec: dict[str, Any]) -> dict[str, Any]:
+    """An MCP tool spec as a chat-completions `tools` entry."""
+    return {
+        "type": "function",
+        "function": {
+            "name": spec["name"],
+            "description": spec.get("description", ""),
+            "parameters": spec.get("inputSchema") or {"type": "object", "properties": {}},
+        },
+    }
+
+
+class Dispatcher:
+    """Runs tool calls and reports each outcome as a `ToolExecutionFeedback`.
+
+    Args:
+        local: returns the current registry snapshot (it changes on hot reload;
+            a call keeps the snapshot it started with).
+        remote: the P2P side, or None on a node without peers.
+    """
+
+    def __init__(self, local: Callable[[], LocalTools], remote: RemoteTools | None = None):
+        self._local = local
+        self._remote = remote
+
+    def chat_tools(self) -> list[dict[str, Any]]:
+        """Every tool the model may call, as chat-completions `tools` entries."""
+        specs = list(self._local().specs())
+        if self._remote is not None:
+            specs += self._remote.specs()
+        return [chat_tool(s) for s in specs]
+
+    async def run(self, prompt_id: int, call: ToolCall, send: trio.MemorySendChannel) -> None:
+        """Run `call` and send its feedback tagged with `prompt_id`.
+
+        Never raises (except trio.Cancelled): every failure becomes feedback
+        with `error` set.
+        """
+        started = time.monotonic()
+        peer = None
+        result: dict[str, Any] | None = None
+        error: str | None = None
+        try:
+            if self._remote is not None and REMOTE_SEPARATOR in call.name:
+                peer = call.name.split(REMOTE_SEPARATOR, 1)[0]
+                result = await self._remote.call(call.name, call.arguments)
+            else:
+                registry = self._local()
+                outcome = await trio.to_thread.run_sync(
+                    registry.call, call.name, call.arguments, abandon_on_cancel=True
+                )
+                result = outcome.to_mcp()
+        except GbrError as exc:
+            error = str(exc)
+        except Exception as exc:  # a bug in a tool must not take the node down
+            log.exception("tool %s failed unexpectedly", call.name)
+            error = f"internal error in {call.name}: {type(exc).__name__}: {exc}"
+        feedback = ToolExecutionFeedback(
+            prompt_id,
+            call.id,
+            call.name,
+            result=result,
+            error=error,
+            peer=peer,
+            elapsed_s=time.monotonic() - started,
+        )
+        await send.send(feedback)

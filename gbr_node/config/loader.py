@@ -1,0 +1,209 @@
+"""Find, read and resolve environment profiles `.gbr_envs/NAME.toml` (UBQ-AI-02).
+
+The I/O edge of `config/`: it reads the profile file (and the prompt file it
+may point to), resolves `allowed_root` against the project folder, and hands
+text to the pure `config.validate`. Every failure is a `ProfileError` naming
+the file, the line where one can be found, and the key; see
+`config.validate` for how several problems are reported at once.
+
+Profiles are TOML; JSON (`NAME.json`) is also read when no `NAME.toml`
+exists (DESIGN.md, "profiles are TOML (JSON may also be read)").
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from gbr_node.config.keylines import key_line
+from gbr_node.config.profile import Profile
+from gbr_node.config.render import to_toml
+from gbr_node.config.validate import validate_text
+from gbr_node.errors import ProfileError
+
+PROFILE_DIR = ".gbr_envs"
+_SUFFIXES = (".toml", ".json")
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A validated profile together with what it resolved to on disk.
+
+    `root` is `allowed_root` made absolute against `project_dir` and resolved
+    (symlinks followed); `system_prompt` is the effective prompt (the text of
+    `system_prompt_file` when that is set); `source_files` are the profile file
+    and every file it points to, which the hot-reload watcher polls (ADR-0012a).
+    """
+
+    name: str
+    file: pathlib.Path
+    project_dir: pathlib.Path
+    root: pathlib.Path
+    profile: Profile
+    system_prompt: str
+    source_files: tuple[pathlib.Path, ...]
+
+
+def find_project_dir(start: pathlib.Path) -> pathlib.Path:
+    """Nearest folder, `start` itself or an ancestor, that holds a `.gbr_envs/` folder.
+
+    Returns `start` (made absolute and resolved) when no folder up to the
+    filesystem root holds one. Never raises for a missing `.gbr_envs/`.
+    """
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / PROFILE_DIR).is_dir():
+            return folder
+    return start
+
+
+def profile_path(project_dir: pathlib.Path, name: str) -> pathlib.Path:
+    """Path of profile `name`: `project_dir/.gbr_envs/NAME.toml`, or `NAME.json`
+    when only that exists. The file need not exist.
+
+    Raises ProfileError when `name` is empty, holds a path separator or a NUL,
+    or is only dots: a profile name never points outside `.gbr_envs/`.
+    """
+    if not name or name.strip(".") == "" or any(c in name for c in "/\\\x00"):
+        raise ProfileError(
+            f"invalid profile name {name!r}: use a plain name such as 'default', "
+            "without '/' or '\\' and not made of dots only"
+        )
+    folder = project_dir / PROFILE_DIR
+    toml_file, json_file = folder / f"{name}.toml", folder / f"{name}.json"
+    if not toml_file.exists() and json_file.exists():
+        return json_file
+    return toml_file
+
+
+def list_profiles(project_dir: pathlib.Path) -> list[str]:
+    """Sorted names of the profiles (`*.toml`, `*.json`) in `project_dir/.gbr_envs/`.
+
+    Empty when the folder is missing or unreadable.
+    """
+    try:
+        entries = list((project_dir / PROFILE_DIR).iterdir())
+    except OSError:
+        return []
+    return sorted({e.stem for e in entries if e.suffix in _SUFFIXES and e.is_file()})
+
+
+def load_profile(project_dir: pathlib.Path, name: str = "default") -> LoadedProfile:
+    """Read and validate profile `name` of `project_dir` (see `parse_profile`).
+
+    Raises ProfileError when the name is invalid, the file is missing (the
+    message lists the available profiles), unreadable or not UTF-8, or when
+    `parse_profile` rejects it.
+    """
+    project_dir = project_dir.resolve()
+    path = profile_path(project_dir, name)
+    if not path.exists():
+        available = list_profiles(project_dir)
+        hint = (
+            f"available profiles: {', '.join(available)}"
+            if available
+            else f"no profiles in {project_dir / PROFILE_DIR}; `gbr-node init` creates one"
+        )
+        raise ProfileError(
+            f"profile {name!r} not found: {path} does not exist; {hint}", file=str(path)
+        )
+    text = _read_text(path, file=str(path), key=None, line=None)
+    fmt = "json" if path.suffix == ".json" else "toml"
+    return parse_profile(text, file=str(path), project_dir=project_dir, name=name, fmt=fmt)
+
+
+def parse_profile(
+    text: str, *, file: str, project_dir: pathlib.Path, name: str, fmt: str = "toml"
+) -> LoadedProfile:
+    """Validate profile `text` (`fmt` "toml" or "json") and resolve it against `project_dir`.
+
+    `file` names the profile in errors and in `source_files`. Reads
+    `system_prompt_file` (UTF-8, relative to `project_dir`) when set, and
+    checks that `allowed_root` (relative to `project_dir`; `~` expanded)
+    exists and is a directory.
+
+    Raises ProfileError for syntax errors, invalid or unknown keys, both
+    system_prompt and system_prompt_file set, an unreadable prompt file, or
+    a root that is missing or not a directory.
+    """
+    project_dir = project_dir.resolve()
+    profile = validate_text(text, file=file, fmt=fmt)
+    root_given = pathlib.Path(os.path.expanduser(profile.allowed_root))
+    root = pathlib.Path(os.path.realpath(project_dir / root_given))
+    if not root.is_dir():
+        problem = "is not a directory" if root.exists() else "does not exist"
+        raise ProfileError(
+            f'allowed_root "{profile.allowed_root}" resolves to {root}, which {problem}',
+            file=file,
+            line=key_line(text, ("allowed_root",), fmt),
+            key="allowed_root",
+        )
+    sources = [pathlib.Path(file)]
+    system_prompt = profile.system_prompt
+    if profile.system_prompt_file is not None:
+        prompt_path = project_dir / os.path.expanduser(profile.system_prompt_file)
+        line = key_line(text, ("system_prompt_file",), fmt)
+        system_prompt = _read_text(prompt_path, file=file, key="system_prompt_file", line=line)
+        sources.append(prompt_path)
+    return LoadedProfile(
+        name=name,
+        file=pathlib.Path(file),
+        project_dir=project_dir,
+        root=root,
+        profile=profile,
+        system_prompt=system_prompt,
+        source_files=tuple(sources),
+    )
+
+
+def profile_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of a profile document, for editors such as
+    VS Code's TOML extensions (`gbr-node env schema`)."""
+    schema = Profile.model_json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **schema,
+        "title": "gbr-node environment profile (.gbr_envs/NAME.toml)",
+    }
+
+
+def render_effective(loaded: LoadedProfile) -> str:
+    """The effective profile as TOML, every default filled in (`gbr-node env check`).
+
+    Comment lines give where it came from and what paths resolved to; when the
+    prompt comes from `system_prompt_file` its text is shown as comment lines.
+    The uncommented part is a valid profile equal to `loaded.profile`.
+    """
+    data = loaded.profile.model_dump(mode="json")
+    header = [
+        f"# profile {loaded.name!r} from {loaded.file}",
+        f"# project folder: {loaded.project_dir}",
+        f"# allowed_root resolves to: {loaded.root}",
+        "# .gbr_envs/** and .git/** are always protected, whatever protected_files says",
+    ]
+    if loaded.profile.system_prompt_file is not None:
+        del data["system_prompt"]
+        header.append(f"# system_prompt, read from {loaded.source_files[-1]}:")
+        header.extend(f"# | {line}" for line in loaded.system_prompt.splitlines())
+    return "\n".join(header) + "\n\n" + to_toml(data)
+
+
+def default_template() -> str:
+    """Text of the commented default profile that `gbr-node init` writes
+    (package data `gbr_node/data/default.toml`, identical to `.gbr_envs/default.toml`)."""
+    return resources.files("gbr_node").joinpath("data/default.toml").read_text(encoding="utf-8")
+
+
+def _read_text(path: pathlib.Path, *, file: str, key: str | None, line: int | None) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(
+            f"{path} is not UTF-8 text: {exc.reason}", file=file, line=line, key=key
+        ) from exc
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise ProfileError(f"cannot read {path}: {reason}", file=file, line=line, key=key) from exc
