@@ -1,0 +1,302 @@
+"""The sandbox: checked paths and safe writes inside one allowed root (UBQ-DEV-01).
+
+`Sandbox.resolve` runs the pure lexical policy first (`paths.PathPolicy`,
+UNW-DEV-01), then resolves symlinks with `os.path.realpath` and requires the
+result to lie inside the root. `write_atomic` writes through a temporary file
+and a rename, walking from the root with `O_NOFOLLOW` directory handles, so a
+symlink planted after the check is refused rather than followed, and a hard
+link to an outside file is replaced, never written through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import pathlib
+import secrets
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gbr_node.errors import SecurityViolation, ToolError
+from gbr_node.sandbox.flavours import Flavour, detect_flavour
+from gbr_node.sandbox.paths import OUTSIDE_ROOT, PathPolicy
+from gbr_node.sandbox.protected import ProtectedMatcher
+
+logger = logging.getLogger("gbr_node.sandbox")
+
+OUTSIDE_THROUGH_LINK = "resolves outside the allowed root through a symlink"
+LINK_APPEARED = "a symlink appeared in the path after it was checked"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+# Race-free writes need directory handles (POSIX); elsewhere paths are re-checked.
+HAVE_DIR_FD = {os.open, os.mkdir, os.stat, os.rename, os.unlink} <= os.supports_dir_fd and bool(
+    _DIRECTORY
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A checked path inside the root (UBQ-DEV-01).
+
+    `path`: absolute, symlinks resolved. `relative`: its root-relative POSIX
+    form ("." for the root). `protected`: the lexical or the resolved form
+    matches a protected pattern.
+    """
+
+    path: pathlib.Path
+    relative: str
+    protected: bool
+
+
+class Sandbox:
+    """Checked paths and safe writes inside `root` (UBQ-AI-01, UBQ-DEV-01, UNW-DEV-01).
+
+    `root` must be an existing directory; it is stored resolved, and absolute
+    paths may name it in either spelling (macOS `/tmp` is `/private/tmp`). `protected`
+    are the profile's globs (see `protected.py`). `flavour` defaults to the
+    detected OS flavour with the case rule of a real probe of the root's
+    filesystem; an injected flavour is kept as given (the probe is only
+    logged). Raises SecurityViolation if `root` is not an existing
+    directory, ValueError for a bad protected pattern.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        protected: Iterable[str] = (),
+        *,
+        flavour: Flavour | None = None,
+    ) -> None:
+        real = os.path.realpath(os.fspath(root))
+        if not os.path.isdir(real):
+            raise SecurityViolation("allowed root is not an existing directory", os.fspath(root))
+        self.root = pathlib.Path(real)
+        self._root = real
+        self._prefix = real if real.endswith(os.sep) else real + os.sep
+        self.flavour = flavour or detect_flavour()
+        self.case_sensitive_fs = self.probe_case_sensitivity()
+        if flavour is None and self.case_sensitive_fs != self.flavour.case_sensitive:
+            self.flavour = self.flavour.with_case_sensitive(self.case_sensitive_fs)
+        self._policy = PathPolicy(real, self.flavour)
+        given = os.path.abspath(os.fspath(root))
+        self._alias = PathPolicy(given, self.flavour) if given != real else None
+        self._matcher = ProtectedMatcher(protected, self.flavour)
+
+    def resolve(self, path: str) -> Resolved:
+        """Check `path` (relative to the root, or absolute inside it) and resolve it.
+
+        Lexical check first (UNW-DEV-01), then realpath: a path whose tail
+        does not exist yet resolves through its deepest existing ancestor.
+        The result must be inside the root (UBQ-DEV-01). Raises
+        SecurityViolation(reason, path).
+        """
+        try:
+            names = self._policy.relative_parts(path)
+        except SecurityViolation as exc:
+            if self._alias is None or exc.reason != OUTSIDE_ROOT:
+                raise
+            names = self._alias.relative_parts(path)
+        lexical = "/".join(names) if names else "."
+        real = os.path.realpath(self._prefix + os.sep.join(names) if names else self._root)
+        if real == self._root:
+            relative = "."
+        elif real.startswith(self._prefix):
+            relative = real[len(self._prefix) :]
+            if os.sep != "/":
+                relative = relative.replace(os.sep, "/")
+        else:
+            raise SecurityViolation(OUTSIDE_THROUGH_LINK, path)
+        matches = self._matcher.matches
+        protected = matches(lexical) or (relative != lexical and matches(relative))
+        return Resolved(pathlib.Path(real), relative, protected)
+
+    def protected_under(self, folder: pathlib.Path) -> list[str]:
+        """Sorted root-relative paths of protected entries at or below `folder`.
+
+        `folder` is an absolute path inside the root (a `Resolved.path`); if it
+        is protected itself the answer is just its own path. Symlinked folders
+        are listed, not entered. Raises SecurityViolation if `folder` is
+        outside the root, ToolError if a folder below cannot be read.
+        """
+        relative = self._relative_of(os.fspath(folder))
+        if self._matcher.matches(relative):
+            return [relative]
+        if os.path.islink(folder) or not os.path.isdir(folder):
+            return []
+        found = []
+
+        def fail(exc: OSError) -> None:
+            raise ToolError(f"cannot list {exc.filename}: {exc.strerror}") from exc
+
+        for dirpath, dirnames, filenames in os.walk(folder, onerror=fail):
+            here = self._relative_of(dirpath)
+            base = "" if here == "." else here + "/"
+            kept = []
+            for name in dirnames:
+                (found if self._matcher.matches(base + name) else kept).append(name)
+            dirnames[:] = kept
+            found.extend(base + name for name in filenames if self._matcher.matches(base + name))
+        return sorted(found)
+
+    def write_atomic(self, path: pathlib.Path, data: bytes) -> None:
+        """Replace the file at `path` (a `Resolved.path`) with `data`, atomically.
+
+        Writes a temporary file in the same folder, then renames it over
+        `path`; creates missing parent folders inside the root; keeps an
+        existing file's mode (new files get 0o644 minus the umask). The walk
+        from the root opens each folder with O_NOFOLLOW, so a symlink planted
+        in a parent or at the final name after `resolve` raises
+        SecurityViolation instead of being followed; a hard link is replaced,
+        never written through. OS failures raise ToolError naming the path;
+        the temporary file is then removed and the old file left as it was.
+        Blocking (fsync): from async code run it in a worker thread.
+        """
+        relative = self._relative_of(os.fspath(path))
+        if relative == ".":
+            raise ToolError("cannot write over the allowed root itself")
+        names = relative.split("/")
+        try:
+            if HAVE_DIR_FD:
+                self._write_by_handles(names, data, relative)
+            else:
+                self._write_by_paths(names, data, relative)
+        except OSError as exc:
+            raise ToolError(f"cannot write {relative}: {exc.strerror or exc}") from exc
+
+    def probe_case_sensitivity(self) -> bool:
+        """True if the root's filesystem tells names apart by case (a real probe).
+
+        Creates and removes a hidden file `.gbr-case-probe-<hex>` in the root
+        and looks for it under its upper-case name. If the root is not
+        writable, the flavour's guess is returned. The result is logged.
+        """
+        name = f".gbr-case-probe-{secrets.token_hex(4)}"
+        probe = os.path.join(self._root, name)
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+        except OSError as exc:
+            guess = self.flavour.case_sensitive
+            logger.info("case probe of %s failed (%s); assuming %s", self._root, exc, guess)
+            return guess
+        try:
+            try:
+                other = os.lstat(os.path.join(self._root, name.upper()))
+            except FileNotFoundError:
+                sensitive = True
+            else:
+                sensitive = not os.path.samestat(os.fstat(fd), other)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+        logger.info(
+            "filesystem of %s is case-%s (flavour %s guessed case-%s)",
+            self._root,
+            "sensitive" if sensitive else "insensitive",
+            self.flavour.name,
+            "sensitive" if self.flavour.case_sensitive else "insensitive",
+        )
+        return sensitive
+
+    def _relative_of(self, absolute: str) -> str:
+        """Root-relative POSIX form of an absolute normalised path inside the root."""
+        if absolute == self._root:
+            return "."
+        relative = absolute[len(self._prefix) :]
+        names = relative.split(os.sep)
+        if not absolute.startswith(self._prefix) or any(n in ("", ".", "..") for n in names):
+            raise SecurityViolation("not a resolved path inside the allowed root", absolute)
+        return "/".join(names)
+
+    def _write_by_handles(self, names: list[str], data: bytes, relative: str) -> None:
+        """POSIX: every step relative to a directory handle opened with O_NOFOLLOW."""
+        folder = os.open(self._root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        try:
+            for name in names[:-1]:
+                child = _open_folder(folder, name, relative)
+                os.close(folder)
+                folder = child
+            mode = _existing_mode(names[-1], relative, folder)
+            temp = f".gbr-tmp-{secrets.token_hex(6)}"
+            _write_temp(temp, data, mode, folder)
+            try:
+                os.replace(temp, names[-1], src_dir_fd=folder, dst_dir_fd=folder)
+            except OSError:
+                os.unlink(temp, dir_fd=folder)
+                raise
+        finally:
+            os.close(folder)
+
+    def _write_by_paths(self, names: list[str], data: bytes, relative: str) -> None:
+        """Without directory handles: create and re-check each folder by realpath."""
+        folder = self._root
+        for name in names[:-1]:
+            folder = os.path.join(folder, name)
+            if not os.path.lexists(folder):
+                os.mkdir(folder)
+            if os.path.realpath(folder) != folder:
+                raise SecurityViolation(LINK_APPEARED, relative)
+        target = os.path.join(folder, names[-1])
+        mode = _existing_mode(target, relative, None)
+        temp = os.path.join(folder, f".gbr-tmp-{secrets.token_hex(6)}")
+        _write_temp(temp, data, mode, None)
+        try:
+            if os.path.realpath(folder) != folder:
+                raise SecurityViolation(LINK_APPEARED, relative)
+            os.replace(temp, target)
+        except BaseException:
+            os.unlink(temp)
+            raise
+
+
+def _open_folder(parent: int, name: str, relative: str) -> int:
+    """Open (creating if missing) folder `name` under handle `parent`, never via a symlink."""
+    flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+    try:
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o777, dir_fd=parent)
+            return os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
+            os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+        ):
+            raise SecurityViolation(LINK_APPEARED, relative) from exc
+        raise
+
+
+def _existing_mode(name: str, relative: str, folder: int | None) -> int | None:
+    """Permission bits of the regular file at `name`, None if absent; refuses links, folders."""
+    try:
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        raise SecurityViolation(LINK_APPEARED, relative)
+    if stat.S_ISDIR(info.st_mode):
+        raise ToolError(f"cannot write {relative}: it is a folder")
+    return stat.S_IMODE(info.st_mode)
+
+
+def _write_temp(temp: str, data: bytes, mode: int | None, folder: int | None) -> None:
+    """Create `temp` exclusively (no symlink followed), write, set mode, fsync."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY
+    fd = os.open(temp, flags, 0o644 if mode is None else 0o600, dir_fd=folder)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if mode is not None and os.chmod in os.supports_fd:
+            os.chmod(fd, mode)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(temp, dir_fd=folder)
+        raise
+    os.close(fd)
