@@ -1,0 +1,371 @@
+"""The serving side of `/gbr/mcp/1.0.0`: one request and its response per stream.
+
+`RpcServer.handle_stream(stream, peer_id)` reads one frame under a deadline,
+decodes it, asks the `ToolHost` whether the peer is trusted, runs the method
+and writes one response, then closes the stream. Every failure becomes a
+JSON-RPC error response (or, for notifications, a log line); no exception
+leaves `handle_stream` except trio's cancellation. The contract is
+protocols/gbr-mcp-1.0.0.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import trio
+from pydantic import BaseModel, ValidationError
+
+from gbr_node.config.profile import NodeConfig
+from gbr_node.errors import (
+    CallTimeout,
+    GbrError,
+    InvalidArguments,
+    LocalProtocolError,
+    RpcError,
+    SecurityViolation,
+    ToolError,
+    UnknownTool,
+)
+from gbr_node.rpc import codes
+from gbr_node.rpc.framing import FrameDecoder
+from gbr_node.rpc.messages import (
+    CallToolParams,
+    CallToolResult,
+    ErrorResponse,
+    ListToolsParams,
+    ListToolsResult,
+    Notification,
+    Request,
+    Response,
+    TextContent,
+    decode_message,
+    describe_validation_error,
+    encode_message,
+    error_response,
+)
+from gbr_node.rpc.stream import ByteStream, read_frame, write_frame
+
+log = logging.getLogger(__name__)
+
+GrantT = TypeVar("GrantT")
+ModelT = TypeVar("ModelT", bound=BaseModel)
+_NODE_DEFAULTS = NodeConfig()
+
+
+class ToolHost(Protocol[GrantT]):
+    """What the server serves: trust decisions and tools (implemented by the node).
+
+    `GrantT` is whatever the host wants handed back with each call (say, the
+    peer's `TrustedPeer` entry); the server never looks inside it.
+    """
+
+    def authorize(self, peer_id: str) -> GrantT | None:
+        """The grant of the Noise-authenticated `peer_id`, or None: not trusted, nothing runs."""
+        ...
+
+    def list_tools(self, grant: GrantT) -> list[dict[str, Any]]:
+        """MCP tool descriptions `{name, description, inputSchema}` of the granted tools only."""
+        ...
+
+    async def call_tool(
+        self, grant: GrantT, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Run tool `name`; return an MCP result `{content: [{type, text}], isError}`.
+
+        Raises (each becomes an error response): `UnknownTool` (no such tool or
+        not granted; -32602 as MCP says), `InvalidArguments` (-32602),
+        `SecurityViolation` (SECURITY_VIOLATION), `CallTimeout` (CALL_TIMEOUT),
+        any `RpcError` (sent as is). `ToolError` becomes a result with
+        `isError: true`. Approvals (EVD-AI-01) are the host's to turn into a
+        "pending" result. Cancelled when `call_timeout_s` runs out.
+        """
+        ...
+
+    async def notify(self, grant: GrantT, method: str, params: dict[str, Any]) -> None:
+        """Take a `notifications/*` notification (such as `notifications/approval_resolved`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Server limits; defaults are `NodeConfig`'s (the profile's `[node]` table).
+
+    Attributes:
+        max_message_bytes: cap on a request body and a response body (bytes).
+        max_concurrent_calls_per_peer: streams served at once per peer ID;
+            more get BUSY at once, before their request is read.
+        call_timeout_s: time limit of one method call (seconds) -> CALL_TIMEOUT.
+        read_timeout_s: time to receive the whole request frame, and again to
+            write the response (seconds) -> CALL_TIMEOUT / stream closed.
+    """
+
+    max_message_bytes: int = _NODE_DEFAULTS.max_message_bytes
+    max_concurrent_calls_per_peer: int = _NODE_DEFAULTS.max_concurrent_calls_per_peer
+    call_timeout_s: float = _NODE_DEFAULTS.call_timeout_s
+    read_timeout_s: float = _NODE_DEFAULTS.read_timeout_s
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Limits.{name} must be > 0, got {getattr(self, name)!r}")
+
+    @classmethod
+    def from_config(cls, node: NodeConfig) -> Limits:
+        """The limits of a profile's `[node]` table."""
+        return cls(
+            max_message_bytes=node.max_message_bytes,
+            max_concurrent_calls_per_peer=node.max_concurrent_calls_per_peer,
+            call_timeout_s=node.call_timeout_s,
+            read_timeout_s=node.read_timeout_s,
+        )
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What one stream did, for the serve log: one record per answered stream.
+
+    `method` is None when no request was read (BUSY, bad frame); `tool` is set
+    for `tools/call`; `error_code` is the JSON-RPC error sent, None for a
+    result or a notification; `is_error` is a tool result's `isError`;
+    `elapsed_s` runs from the stream's start to the response being written.
+    """
+
+    peer_id: str
+    method: str | None
+    tool: str | None
+    error_code: int | None
+    is_error: bool
+    elapsed_s: float
+
+    @property
+    def outcome(self) -> str:
+        """For the serve log: "ok", "tool error", or the error's name ("unauthorized peer")."""
+        if self.error_code is not None:
+            return codes.CODE_NAMES.get(self.error_code, f"error {self.error_code}")
+        return "tool error" if self.is_error else "ok"
+
+
+@dataclass
+class _Outcome:
+    """Facts gathered while serving one stream, turned into a `CallRecord` at the end."""
+
+    method: str | None = None
+    tool: str | None = None
+    error_code: int | None = None
+    is_error: bool = False
+    answered: bool = False
+
+
+class RpcServer(Generic[GrantT]):
+    """Serves `/gbr/mcp/1.0.0` streams from any number of peers with shared per-peer limits.
+
+    `on_call`, when given, is called with a `CallRecord` after each answered
+    stream (its exceptions are logged and ignored).
+    """
+
+    def __init__(
+        self,
+        host: ToolHost[GrantT],
+        limits: Limits | None = None,
+        *,
+        on_call: Callable[[CallRecord], None] | None = None,
+    ) -> None:
+        self.host = host
+        self.limits = limits or Limits()
+        self._on_call = on_call
+        self._active: dict[str, int] = {}
+
+    def active_calls(self, peer_id: str) -> int:
+        """Streams of `peer_id` being served right now."""
+        return self._active.get(peer_id, 0)
+
+    async def handle_stream(self, stream: ByteStream, peer_id: str) -> None:
+        """Serve one request on `stream` from `peer_id`, answer it, and close the stream.
+
+        `peer_id` must come from the authenticated (Noise) connection, never
+        from the message. Returns when the stream is closed; raises nothing but
+        `trio.Cancelled` (the stream is closed then too).
+        """
+        started = trio.current_time()
+        outcome = _Outcome()
+        try:
+            limit = self.limits.max_concurrent_calls_per_peer
+            if self.active_calls(peer_id) >= limit:
+                message = f"too many concurrent calls from this peer (limit {limit})"
+                await self._respond(stream, error_response(None, codes.BUSY, message), outcome)
+                return
+            self._active[peer_id] = self.active_calls(peer_id) + 1
+            try:
+                response = await self._serve(stream, peer_id, outcome)
+                if response is not None:
+                    await self._respond(stream, response, outcome)
+            finally:
+                self._active[peer_id] -= 1
+                if not self._active[peer_id]:
+                    del self._active[peer_id]
+        except GbrError as exc:  # StreamClosed, or the stream adapter's own error
+            log.info("stream from %s ended early: %s", peer_id, exc)
+        except Exception:
+            log.exception("unexpected failure serving a stream from %s", peer_id)
+        finally:
+            try:
+                await stream.aclose()
+            except Exception:
+                log.exception("closing a stream from %s failed", peer_id)
+            if outcome.answered:
+                self._report(peer_id, outcome, trio.current_time() - started)
+
+    async def _serve(
+        self, stream: ByteStream, peer_id: str, outcome: _Outcome
+    ) -> Response | ErrorResponse | None:
+        """Read and run one message; return the response to send (None for a notification)."""
+        decoder = FrameDecoder(self.limits.max_message_bytes)
+        try:
+            message = decode_message(await read_frame(stream, decoder, self.limits.read_timeout_s))
+        except RpcError as exc:
+            return error_response(None, exc.code, exc.message, exc.data)
+        except CallTimeout:
+            timeout = self.limits.read_timeout_s
+            return error_response(
+                None, codes.CALL_TIMEOUT, f"request frame not complete within {timeout} s"
+            )
+        outcome.method = message.method if isinstance(message, Request | Notification) else None
+        if isinstance(message, Notification):
+            outcome.answered = True
+            await self._notify(message, peer_id)
+            return None
+        if not isinstance(message, Request):
+            return error_response(
+                None, codes.INVALID_REQUEST, "expected a request or a notification"
+            )
+        try:
+            grant = self.host.authorize(peer_id)
+            if grant is None:
+                raise RpcError(codes.UNAUTHORIZED_PEER, "this node does not trust your peer ID")
+            return Response(id=message.id, result=await self._dispatch(message, grant, outcome))
+        except RpcError as exc:
+            return error_response(message.id, exc.code, exc.message, exc.data)
+        except Exception:
+            log.exception("%s from %s failed", message.method, peer_id)
+            return error_response(
+                message.id, codes.INTERNAL_ERROR, f"internal error while serving {message.method}"
+            )
+
+    async def _dispatch(self, request: Request, grant: GrantT, outcome: _Outcome) -> dict[str, Any]:
+        """Run one method; return its result object or raise `RpcError` with the code to send."""
+        if request.method == "tools/list":
+            _parse_params(ListToolsParams, request.params)
+            return _checked(ListToolsResult, {"tools": self.host.list_tools(grant)})
+        if request.method == "tools/call":
+            params = _parse_params(CallToolParams, request.params)
+            outcome.tool = params.name
+            result = await self._call_tool(grant, params)
+            outcome.is_error = result["isError"]
+            return result
+        raise RpcError(codes.METHOD_NOT_FOUND, f"method not found: {request.method}")
+
+    async def _call_tool(self, grant: GrantT, params: CallToolParams) -> dict[str, Any]:
+        timeout = self.limits.call_timeout_s
+        try:
+            with trio.move_on_after(timeout):
+                result = await self.host.call_tool(grant, params.name, dict(params.arguments))
+                return _checked(CallToolResult, result)
+        except (UnknownTool, InvalidArguments) as exc:
+            raise RpcError(codes.INVALID_PARAMS, str(exc)) from exc
+        except SecurityViolation as exc:
+            data = None if exc.subject is None else {"subject": exc.subject}
+            raise RpcError(codes.SECURITY_VIOLATION, exc.reason, data) from exc
+        except CallTimeout as exc:
+            raise RpcError(codes.CALL_TIMEOUT, str(exc)) from exc
+        except ToolError as exc:
+            return CallToolResult(content=[TextContent(text=str(exc))], isError=True).model_dump()
+        raise RpcError(codes.CALL_TIMEOUT, f"tools/call {params.name} ran past {timeout} s")
+
+    async def _notify(self, notification: Notification, peer_id: str) -> None:
+        """Give a `notifications/*` notification to the host; log and drop anything else."""
+        method = notification.method
+        try:
+            grant = self.host.authorize(peer_id)
+            if grant is None:
+                log.info("notification %s from untrusted peer %s dropped", method, peer_id)
+            elif not method.startswith("notifications/") or isinstance(notification.params, list):
+                log.info("notification %s from %s dropped: not notifications/*", method, peer_id)
+            else:
+                with trio.move_on_after(self.limits.call_timeout_s):
+                    await self.host.notify(grant, method, dict(notification.params or {}))
+        except Exception:
+            log.exception("notification %s from %s failed", method, peer_id)
+
+    async def _respond(
+        self, stream: ByteStream, response: Response | ErrorResponse, outcome: _Outcome
+    ) -> None:
+        """Write `response` within `read_timeout_s`; a peer that does not read is given up on."""
+        body, outcome.error_code = _encode_response(response, self.limits.max_message_bytes)
+        outcome.answered = True
+        with trio.move_on_after(self.limits.read_timeout_s) as scope:
+            await write_frame(stream, body)
+        if scope.cancelled_caught:
+            log.info("response not written within %s s; stream dropped", self.limits.read_timeout_s)
+
+    def _report(self, peer_id: str, outcome: _Outcome, elapsed_s: float) -> None:
+        record = CallRecord(
+            peer_id, outcome.method, outcome.tool, outcome.error_code, outcome.is_error, elapsed_s
+        )
+        log.debug("served %s", record)
+        if self._on_call is not None:
+            try:
+                self._on_call(record)
+            except Exception:
+                log.exception("on_call observer failed")
+
+
+def _parse_params(model: type[ModelT], params: dict[str, Any] | list[Any] | None) -> ModelT:
+    """Validate by-name params against an MCP params model; -32602 names each bad member."""
+    if isinstance(params, list):
+        raise RpcError(codes.INVALID_PARAMS, "params must be an object (by-name), not an array")
+    try:
+        return model.model_validate(params or {})
+    except ValidationError as exc:
+        raise RpcError(
+            codes.INVALID_PARAMS, f"invalid params: {describe_validation_error(exc)}"
+        ) from exc
+
+
+def _checked(model: type[BaseModel], value: object) -> dict[str, Any]:
+    """Validate what the host returned; a bad value is our fault: -32603, details in the log."""
+    try:
+        return model.model_validate(value).model_dump(mode="json")
+    except ValidationError as exc:
+        log.error("tool host returned an invalid %s: %s", model.__name__, exc)
+        raise RpcError(
+            codes.INTERNAL_ERROR, "internal error: the node built an invalid result"
+        ) from exc
+
+
+def _encode_response(
+    response: Response | ErrorResponse, max_bytes: int
+) -> tuple[bytes, int | None]:
+    """Encode `response`; swap in -32603 if it cannot be encoded, TOO_LARGE if it is too big.
+
+    Returns the body and the error code it carries (None for a result).
+    """
+    try:
+        body = encode_message(response)
+    except LocalProtocolError:
+        log.exception("response to request %r cannot be encoded", response.id)
+        response = error_response(
+            response.id, codes.INTERNAL_ERROR, "internal error: unencodable result"
+        )
+        body = encode_message(response)
+    if len(body) > max_bytes:
+        response = error_response(
+            response.id,
+            codes.TOO_LARGE,
+            f"response of {len(body)} bytes exceeds the limit of {max_bytes} bytes",
+            {"limit": max_bytes, "size": len(body)},
+        )
+        body = encode_message(response)
+    return body, response.error.code if isinstance(response, ErrorResponse) else None
