@@ -1,1 +1,8 @@
+"""The model side: OpenAI-compatible chat completions, streamed.
 
+Pure parts: `sse` (bytes to SSE events), `deltas` (chunks to text, reasoning
+and tool calls), `events` (what the client yields), `settings` (endpoint
+settings and the retry rule). I/O part: `client` (`ModelClient`), the only
+importer of httpx in gbr-node. Nothing is re-exported here, so importing a
+pure part never loads httpx or trio.
+"""

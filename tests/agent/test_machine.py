@@ -18,13 +18,13 @@ from gbr_node.agent.messages import (
     OracleChunk,
     OracleDone,
     OracleFailed,
-    ToolCall,
     ToolExecutionFeedback,
     UpdateEnv,
     UserPrompt,
 )
 from gbr_node.agent.session import Session
-from tests.agent.chat_rules import assert_valid_conversation
+from gbr_node.llm.events import InvalidToolCall, ToolCall
+from tests.support.chat_rules import chat_request_problem
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
 
@@ -43,7 +43,7 @@ def ok(prompt_id, call_id, text="done"):
 
 
 def call(call_id, path="a.txt"):
-    return ToolCall(call_id, "read_file", {"path": path})
+    return ToolCall(call_id, "read_file", {"path": path}, f'{{"path": "{path}"}}')
 
 
 def test_prompt_starts_an_inference_with_system_first_and_tools():
@@ -74,7 +74,7 @@ def test_tool_calls_run_concurrently_and_reprompt_when_all_results_are_in():
     assert not only(m.handle(ok(pid, "c2", "B")), StartInference)
     (start,) = only(m.handle(ok(pid, "c1", "A")), StartInference)
     msgs = list(start.prompt.messages)
-    assert_valid_conversation(msgs)
+    assert_valid(msgs)
     # tool results are in the order of the calls, whatever order they arrived in
     assert [(x["tool_call_id"], x["content"]) for x in msgs[-2:]] == [("c1", "A"), ("c2", "B")]
     assert start.prompt.prompt_id != pid
@@ -89,7 +89,7 @@ def test_late_feedback_of_an_interrupted_turn_is_stale_and_not_added():
     (shown,) = m.handle(ok(pid, "c1"))
     assert shown.kind == "stale"
     assert m.session.request_messages() == before
-    assert_valid_conversation(before)
+    assert_valid(before)
     assert "not awaited" in before[-1]["content"]
 
 
@@ -115,20 +115,20 @@ def test_suggestion_keeps_partial_text_marked_interrupted_and_reprompts():
     assert msgs[-2] == {"role": "assistant", "content": f"Roses are \n\n{INTERRUPTED_MARK}"}
     assert msgs[-1]["role"] == "user" and msgs[-1]["content"].endswith("make it about trio")
     assert m.session.entries[-2].meta == {"interrupted": True}
-    assert_valid_conversation(msgs)
+    assert_valid(msgs)
 
 
 def test_invalid_tool_arguments_are_never_run_and_the_model_is_told():
     m = make()
     pid = only(m.handle(UserPrompt("go")), StartInference)[0].prompt.prompt_id
-    bad = ToolCall("c1", "read_file", {}, raw_arguments='{"path": ', error="arguments not JSON")
+    bad = InvalidToolCall("c1", "read_file", '{"path": ', "arguments not JSON")
     actions = m.handle(OracleDone(pid, "", (bad,)))
     assert not only(actions, RunTool)
     (start,) = only(actions, StartInference)
     msgs = list(start.prompt.messages)
     assert msgs[-2]["tool_calls"][0]["function"]["arguments"] == "{}"
     assert "arguments not JSON" in msgs[-1]["content"]
-    assert_valid_conversation(msgs)
+    assert_valid(msgs)
 
 
 def test_step_cap_stops_running_tools():
@@ -175,3 +175,8 @@ def test_unexpected_message_is_a_named_error():
     m = make()
     with pytest.raises(UnexpectedMessage):
         m.handle(object())
+
+
+def assert_valid(messages):
+    """The request the agent would send passes the chat-completions rules."""
+    assert chat_request_problem({"model": "m", "messages": list(messages)}) is None

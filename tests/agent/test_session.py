@@ -4,7 +4,7 @@ import os
 
 from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, read_journal
 from gbr_node.agent.session import Session
-from tests.agent.chat_rules import assert_valid_conversation
+from tests.support.chat_rules import chat_request_problem
 
 
 def journaled(tmp_path):
@@ -55,7 +55,7 @@ def test_unanswered_tool_call_is_repaired_before_sending():
     session.append({"role": "user", "content": "after a crash"})
     session.append({"role": "tool", "tool_call_id": "nobody", "content": "orphan"})
     msgs = session.request_messages()
-    assert_valid_conversation(msgs)
+    assert_valid(msgs)
     assert msgs[2]["tool_call_id"] == "c1" and "not executed" in msgs[2]["content"]
     assert all(m.get("content") != "orphan" for m in msgs)
 
@@ -65,3 +65,8 @@ def test_clear_keeps_only_the_system_message():
     session.append({"role": "user", "content": "x"})
     session.clear()
     assert [m["role"] for m in session.request_messages()] == ["system"]
+
+
+def assert_valid(messages):
+    """The request the agent would send passes the chat-completions rules."""
+    assert chat_request_problem({"model": "m", "messages": list(messages)}) is None

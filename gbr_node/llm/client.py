@@ -1,0 +1,354 @@
+"""The model client: OpenAI-compatible chat completions over httpx, streamed.
+
+The only module of gbr-node that imports httpx. It drives the pure parts:
+`sse.SseDecoder` (bytes to events) and `deltas.DeltaAssembler` (chunks to
+text, reasoning, tool calls). Usage, inside trio:
+
+    async with ModelClient(settings) as client:
+        async with client.stream_chat(messages, tools) as stream:
+            async for event in stream:
+                ...  # TextDelta / ReasoningDelta / ToolCallStarted / KeepAlive / Completion
+
+Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
+- 429, 502, 503 and 504 are retried up to `max_retries` times, waiting
+  `retry-after-ms`, else `Retry-After` (seconds or an HTTP date), else
+  `backoff_base_s * 2**attempt`, never more than `retry_wait_cap_s`; a server
+  asking for longer than the cap is not waited for. 401/403/404 and other
+  errors are never retried and say which setting is probably wrong.
+- A 200 event stream with no event at all raises ModelError ("empty
+  stream"); a stream that breaks after data arrived ends with a partial
+  `Completion` (`partial=True`, `error` set) that keeps the text.
+- With `stream_tools=False`, a request carrying tools is sent with
+  `stream: false` and its JSON answer is turned into the same events.
+
+The retry loop is plain code rather than tenacity/stamina: its waits come
+from the failed response's headers, and it must run inside the context that
+then streams the successful response.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+import httpx
+import trio
+
+from gbr_node.errors import ModelError
+from gbr_node.llm.deltas import DeltaAssembler, error_message
+from gbr_node.llm.events import Completion, Event, KeepAlive
+from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
+from gbr_node.llm.sse import SseComment, SseDecoder
+
+_ERROR_BODY_LIMIT = 64 * 1024  # bytes of a non-2xx body read for its message
+_EMPTY_STREAM_SNIPPET = 300  # bytes of a non-SSE 200 body quoted in the error
+_DRAIN_S = 0.5  # seconds to wait for the end of the body after [DONE]
+
+
+class ModelClient:
+    """An HTTP connection pool to one model endpoint. Close it with `aclose()` or `async with`."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._url = settings.base_url.rstrip("/")
+        headers = {"user-agent": "gbr-node"}
+        if settings.api_key:
+            headers["authorization"] = f"Bearer {settings.api_key}"
+        headers.update(settings.headers)
+        self._http = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(
+                settings.idle_timeout_s,
+                connect=settings.connect_timeout_s,
+                pool=settings.connect_timeout_s,
+            ),
+            limits=httpx.Limits(max_connections=settings.max_connections),
+        )
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        await self._http.aclose()
+
+    def stream_chat(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> ChatStream:
+        """One model turn over `messages` (chat-completions message dicts) offering `tools`.
+
+        Returns a `ChatStream`: use it as `async with ... as stream:` then
+        `async for event in stream`. Raises ValueError at once when
+        `messages` is empty. See `ChatStream` for errors and cancellation.
+        """
+        if not messages:
+            raise ValueError("messages must be a non-empty list of message dicts")
+        return ChatStream(self, list(messages), list(tools or []))
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> Completion:
+        """Run `stream_chat` to the end and return its `Completion` (same errors)."""
+        async with self.stream_chat(messages, tools) as stream:
+            async for event in stream:
+                if isinstance(event, Completion):
+                    return event
+        raise AssertionError("a chat stream always ends with a Completion")
+
+    async def list_models(self) -> list[str]:
+        """GET `{base_url}/models`: the model ids the server offers. ModelError on any failure."""
+        try:
+            response = await self._http.get(f"{self._url}/models")
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, self.settings, self.settings.idle_timeout_s) from exc
+        if not response.is_success:
+            detail = _error_detail(response.text)
+            raise _status_error(response.status_code, detail, self.settings, 1)
+        try:
+            return [str(item["id"]) for item in response.json()["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"{self._url}/models did not answer a model list") from exc
+
+    @asynccontextmanager
+    async def _post(self, body: dict[str, Any], timeout_s: float) -> AsyncIterator[httpx.Response]:
+        """POST `body`, retrying as the module docstring says; yields a 2xx streamed response."""
+        attempt = 0
+        while True:
+            timeout = httpx.Timeout(timeout_s, connect=self.settings.connect_timeout_s)
+            try:
+                request = self._http.build_request(
+                    "POST", f"{self._url}/chat/completions", json=body, timeout=timeout
+                )
+                response = await self._http.send(request, stream=True)
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                raise _transport_error(exc, self.settings, timeout_s) from exc
+            if response.is_success:
+                break
+            try:
+                detail = await _read_error_body(response)
+            finally:
+                await response.aclose()
+            status = response.status_code
+            if status not in RETRYABLE_STATUSES or attempt >= self.settings.max_retries:
+                raise _status_error(status, detail, self.settings, attempt + 1)
+            wait = retry_wait_s(response.headers, attempt, self.settings)
+            if wait is None:
+                detail += (
+                    f" (the server asks to wait longer than {self.settings.retry_wait_cap_s} s)"
+                )
+                raise _status_error(status, detail, self.settings, attempt + 1)
+            await trio.sleep(wait)
+            attempt += 1
+        try:
+            yield response
+        finally:
+            await response.aclose()
+
+
+class ChatStream:
+    """One model turn: an async context manager and a one-shot async iterator of events.
+
+    Yields `TextDelta`, `ReasoningDelta`, `ToolCallStarted`, `KeepAlive`,
+    then one `Completion` (see events.py for its fields).
+
+    Raises ModelError, before any event, when the request fails: connect
+    error or timeout, an HTTP error status (after the retries), a 200 stream
+    with no event ("empty stream"), or no byte for `idle_timeout_s`. A
+    failure after data arrived (error event, connection closed, idle
+    timeout) is not raised: the final `Completion` has `partial=True` and
+    `error` set, and keeps the partial text.
+
+    Cancellation: cancelling the iteration (or leaving the `async with`
+    early) closes the HTTP response at once, so the server sees the
+    disconnect, and returns its connection to the pool. `completion_so_far()`
+    then gives the interrupted turn (ADR-0010).
+    """
+
+    def __init__(
+        self, client: ModelClient, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> None:
+        self._client = client
+        self._messages = messages
+        self._tools = tools
+        self._assembler = DeltaAssembler()
+        self._completion: Completion | None = None
+        self._events = self._run()
+
+    async def __aenter__(self) -> ChatStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._events.aclose()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events
+
+    def completion_so_far(self, reason: str = "interrupted") -> Completion:
+        """The final `Completion` if it was yielded, else the turn so far marked partial.
+
+        `reason` becomes its `error`. Half-written tool calls are reported
+        invalid, never runnable (ADR-0010).
+        """
+        return self._completion or self._assembler.result(stream_error=reason)
+
+    async def _run(self) -> AsyncIterator[Event]:
+        settings = self._client.settings
+        streaming = settings.stream_tools or not self._tools
+        timeout_s = settings.idle_timeout_s if streaming else settings.request_timeout_s
+        async with self._client._post(self._body(streaming), timeout_s) as response:
+            if not streaming or "json" in response.headers.get("content-type", ""):
+                events = await self._answer(response, timeout_s)
+                self._completion = self._assembler.result()
+                for event in [*events, self._completion]:
+                    yield event
+                return
+            async for event in self._events_of(response, timeout_s):
+                yield event
+        yield self._completion
+
+    def _body(self, streaming: bool) -> dict[str, Any]:
+        settings = self._client.settings
+        body: dict[str, Any] = {"model": settings.model, "messages": self._messages}
+        if self._tools:
+            body["tools"] = self._tools
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        body["stream"] = streaming
+        if streaming and settings.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def _events_of(self, response: httpx.Response, timeout_s: float) -> AsyncIterator[Event]:
+        """The events of an SSE body; sets `_completion` (yielded by the caller) at the end."""
+        decoder = SseDecoder()
+        head = bytearray()  # start of the body, quoted if it held no SSE event at all
+        stream_error: str | None = None
+        chunks = response.aiter_bytes()
+        try:
+            async for chunk in chunks:
+                if len(head) < _EMPTY_STREAM_SNIPPET:
+                    head += chunk[:_EMPTY_STREAM_SNIPPET]
+                for event in self._decode(decoder.feed(chunk)):
+                    yield event
+                if self._assembler.ended:
+                    break
+            else:
+                for event in self._decode(decoder.close()):
+                    yield event
+            if self._assembler.ended:
+                # Read the end of the body, briefly, so the connection can be reused.
+                with trio.move_on_after(_DRAIN_S):
+                    async for _ in chunks:
+                        pass
+        except httpx.HTTPError as exc:
+            if not self._assembler.got_data:
+                raise _transport_error(exc, self._client.settings, timeout_s) from exc
+            stream_error = str(_transport_error(exc, self._client.settings, timeout_s))
+        if not self._assembler.got_data:
+            raise ModelError(_empty_stream_message(bytes(head)), status=response.status_code)
+        self._completion = self._assembler.result(stream_error=stream_error)
+
+    def _decode(self, items: list[Any]) -> list[Event]:
+        events: list[Event] = []
+        for item in items:
+            if isinstance(item, SseComment):
+                events.append(KeepAlive())
+            elif not self._assembler.ended:
+                events += self._assembler.feed_data(item.data, item.event)
+        return events
+
+    async def _answer(self, response: httpx.Response, timeout_s: float) -> list[Event]:
+        try:
+            raw = await response.aread()
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, self._client.settings, timeout_s) from exc
+        try:
+            answer = json.loads(raw)
+        except ValueError as exc:
+            raise ModelError(
+                f"the model server answered with invalid JSON: {raw[:200]!r}", status=200
+            ) from exc
+        return self._assembler.feed_message(answer)
+
+
+async def _read_error_body(response: httpx.Response) -> str:
+    """The error message of a non-2xx response: JSON error shapes, else its text."""
+    raw = bytearray()
+    try:
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) >= _ERROR_BODY_LIMIT:
+                break
+    except httpx.HTTPError:
+        pass  # a torn error body still has a status worth reporting
+    return _error_detail(bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", errors="replace"))
+
+
+def _error_detail(text: str) -> str:
+    """The message of an error body: OpenAI/Gemini JSON error shapes, else the text itself."""
+    text = text.strip()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    return error_message(parsed) or text[:500] or "(empty body)"
+
+
+def _status_error(status: int, detail: str, settings: ClientSettings, attempts: int) -> ModelError:
+    url = settings.base_url
+    if status == 401:
+        hint = "" if settings.api_key else "; no API key was sent"
+        text = f"the model server at {url} refused the API key (HTTP 401{hint}): {detail}"
+    elif status == 403:
+        text = f"the API key may not use model {settings.model!r} at {url} (HTTP 403): {detail}"
+    elif status == 404 and ("model" in detail.lower() or settings.model in detail):
+        text = f"unknown model {settings.model!r} at {url} (HTTP 404): {detail}"
+    elif status == 404:
+        text = f"wrong base_url {url!r}: {url}/chat/completions not found (HTTP 404): {detail}"
+    elif status in RETRYABLE_STATUSES:
+        what = "is rate limiting" if status == 429 else "is unavailable"
+        tries = f"{attempts} attempt" + ("s" if attempts != 1 else "")
+        text = f"the model server at {url} {what} (HTTP {status}, {tries}): {detail}"
+    else:
+        text = f"the model server at {url} answered HTTP {status}: {detail}"
+    return ModelError(text, status=status, retryable=status in RETRYABLE_STATUSES)
+
+
+def _transport_error(
+    exc: httpx.HTTPError | httpx.InvalidURL, settings: ClientSettings, read_timeout_s: float
+) -> ModelError:
+    url = settings.base_url
+    if isinstance(exc, httpx.ConnectTimeout):
+        text = f"no connection to the model server at {url} within {settings.connect_timeout_s} s"
+    elif isinstance(exc, httpx.PoolTimeout):
+        text = f"no free connection to {url} within {settings.connect_timeout_s} s"
+    elif isinstance(exc, httpx.ReadTimeout):
+        text = f"the model server at {url} sent nothing for {read_timeout_s} s"
+    elif isinstance(exc, httpx.ConnectError):
+        text = f"cannot connect to the model server at {url}: {exc}"
+    elif isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        text = f"invalid base_url {url!r}: {exc}"
+    elif isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        text = f"the model server at {url} closed the connection before the answer was complete"
+    else:
+        text = f"talking to the model server at {url} failed: {type(exc).__name__}: {exc}"
+    retryable = isinstance(exc, httpx.TimeoutException | httpx.NetworkError)
+    return ModelError(text, retryable=retryable)
+
+
+def _empty_stream_message(head: bytes) -> str:
+    text = "the model server sent an empty stream (HTTP 200 with no events)"
+    if head.strip():
+        text += f"; it began with {head.decode('utf-8', errors='replace')!r}"
+    return text

@@ -1,0 +1,289 @@
+"""The delta assembler: chat-completions chunks in, events and a `Completion` out. Pure.
+
+Source of the wire shapes: OpenAI chat-completions streaming
+(`chat.completion.chunk`: `choices[0].delta.{content, tool_calls}`,
+`finish_reason`, `usage`, the `data: [DONE]` sentinel), plus what the
+compatible servers actually send (Gemini, Ollama, vLLM, llama.cpp,
+LM Studio, OpenRouter, DeepSeek):
+
+- a usage-only chunk whose `choices` is empty or null;
+- reasoning under `reasoning_content` or `reasoning` (one is taken per delta);
+- tool-call fragments without `index`; every parallel call at index 0 with
+  different ids; no ids (unique `call_<hex>` ids are generated); the name
+  repeated or blanked in later fragments; whole arguments at once, or as a
+  JSON object instead of a string; the complete arguments re-sent in the
+  final chunk (not doubled); tool calls ending with finish_reason "stop";
+- an error object (`{"error": {...}}`, Gemini's `[{"error": {...}}]`, or an
+  SSE `event: error`) in the middle of the stream: the partial text is kept
+  and the result marked partial.
+
+A tool call is runnable only when the stream ended normally ([DONE] or a
+finish_reason, and no error) and its arguments parse strictly as a JSON
+object (`events.parse_arguments`).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gbr_node.llm.events import (
+    Completion,
+    Event,
+    InvalidToolCall,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallStarted,
+    parse_arguments,
+)
+
+_ERROR_TEXT_LIMIT = 500
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id for servers that send none: `call_` + 24 hex digits."""
+    return "call_" + secrets.token_hex(12)
+
+
+def error_message(body: object) -> str | None:
+    """The human message of an error body, or None when `body` holds no error.
+
+    Shapes: OpenAI `{"error": {"message": ..., "code": ..., "type": ...}}`,
+    `{"error": "text"}`, Gemini's list `[{"error": {...}}]`, and
+    `{"message": ...}` / `{"detail": ...}` as some proxies send.
+    """
+    if isinstance(body, list) and body:
+        body = body[0]
+    if not isinstance(body, Mapping):
+        return None
+    error = body.get("error")
+    if isinstance(error, str) and error:
+        return error[:_ERROR_TEXT_LIMIT]
+    if isinstance(error, Mapping):
+        message = str(error.get("message") or "").strip() or json.dumps(error)
+        code = error.get("code") or error.get("status") or error.get("type")
+        text = f"{message} [{code}]" if code and str(code) not in message else message
+        return text[:_ERROR_TEXT_LIMIT]
+    for key in ("message", "detail"):
+        if isinstance(body.get(key), str) and body[key]:
+            return body[key][:_ERROR_TEXT_LIMIT]
+    return None
+
+
+@dataclass(eq=False)
+class _Slot:
+    index: int | None
+    id: str | None
+    name: str = ""
+    arguments: str = ""
+
+
+class DeltaAssembler:
+    """Accumulates one model turn; call `result()` when the stream is over.
+
+    Feed it with `feed_data` (one SSE event's data text), `feed_chunk` (one
+    parsed chunk) or `feed_message` (a whole non-streamed answer). Each
+    returns the events that data produced. `ended` turns True after [DONE]
+    or an error: the caller stops reading. `got_data` says whether anything
+    but comments arrived (an empty stream is the caller's error to raise).
+
+    `new_id` makes ids for calls that arrive without one (tests pass a
+    deterministic one).
+    """
+
+    def __init__(self, new_id: Callable[[], str] = new_call_id) -> None:
+        self._new_id = new_id
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._slots: list[_Slot] = []
+        self._finish_reason: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._error: str | None = None
+        self._done = False
+        self.got_data = False
+
+    @property
+    def ended(self) -> bool:
+        """True once [DONE] or an error arrived: nothing after it counts."""
+        return self._done or self._error is not None
+
+    def feed_data(self, data: str, event: str = "message") -> list[Event]:
+        """Feed the data of one SSE event (`event` is its SSE event type)."""
+        self.got_data = True
+        if self.ended:
+            return []
+        if data.strip() == "[DONE]":
+            self._done = True
+            return []
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            chunk = None
+        if event == "error":
+            self._error = error_message(chunk) or data.strip()[:_ERROR_TEXT_LIMIT] or "error"
+            return []
+        if chunk is None:
+            self._error = f"the model server sent data that is not JSON: {data[:200]!r}"
+            return []
+        return self.feed_chunk(chunk)
+
+    def feed_chunk(self, chunk: object) -> list[Event]:
+        """Feed one parsed `chat.completion.chunk` (or an error object in its place)."""
+        self.got_data = True
+        if self.ended:
+            return []
+        if isinstance(chunk, list) or (isinstance(chunk, Mapping) and chunk.get("error")):
+            self._error = error_message(chunk) or f"the model server sent an error: {chunk!r:.200}"
+            return []
+        if not isinstance(chunk, Mapping):
+            self._error = f"the model server sent a chunk that is not an object: {chunk!r:.200}"
+            return []
+        if isinstance(chunk.get("usage"), Mapping):
+            self._usage = dict(chunk["usage"])
+        events: list[Event] = []
+        for choice in chunk.get("choices") or ():
+            if isinstance(choice, Mapping) and choice.get("index", 0) in (0, None):
+                events += self._choice(choice.get("delta") or choice.get("message") or {})
+                if choice.get("finish_reason"):
+                    self._finish_reason = str(choice["finish_reason"])
+        return events
+
+    def feed_message(self, body: object) -> list[Event]:
+        """Feed a whole non-streamed `chat.completion` answer; it ends the turn."""
+        events = self.feed_chunk(body)
+        if not self.ended and not (isinstance(body, Mapping) and body.get("choices")):
+            self._error = "the model server answered without any choices"
+        self._done = True
+        return events
+
+    def result(self, *, stream_error: str | None = None) -> Completion:
+        """The turn as it stands. `stream_error` says why reading stopped early, if it did.
+
+        Without an error, a stream that saw neither [DONE] nor a finish_reason
+        is reported as closed early. Never raises.
+        """
+        error = self._error or stream_error
+        if error is None and not (self._done or self._finish_reason):
+            error = "the connection closed before the model finished its answer"
+        partial = error is not None
+        calls: list[ToolCall] = []
+        invalid: list[InvalidToolCall] = []
+        for slot in self._slots:
+            call_id = slot.id or self._new_id()
+            problem = "the answer ended before this tool call was complete" if partial else None
+            if problem is None and not slot.name:
+                problem = "the tool call has no tool name"
+            arguments: dict[str, Any] = {}
+            if problem is None:
+                try:
+                    arguments = parse_arguments(slot.arguments)
+                except ValueError as exc:
+                    problem = str(exc)
+            if problem is None:
+                calls.append(
+                    ToolCall(call_id, slot.name, arguments, slot.arguments.strip() or "{}")
+                )
+            else:
+                invalid.append(InvalidToolCall(call_id, slot.name, slot.arguments, problem))
+        text = "".join(self._text)
+        message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+        if calls:
+            message["tool_calls"] = [call.to_message() for call in calls]
+        return Completion(
+            message=message,
+            text=text,
+            reasoning="".join(self._reasoning),
+            tool_calls=tuple(calls),
+            invalid_tool_calls=tuple(invalid),
+            finish_reason=self._finish_reason,
+            usage=self._usage,
+            partial=partial,
+            error=error,
+        )
+
+    def _choice(self, delta: object) -> list[Event]:
+        if not isinstance(delta, Mapping):
+            return []
+        events: list[Event] = []
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self._reasoning.append(reasoning)
+            events.append(ReasoningDelta(reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text.append(content)
+            events.append(TextDelta(content))
+        for fragment in delta.get("tool_calls") or ():
+            if isinstance(fragment, Mapping):
+                events += self._fragment(fragment)
+        return events
+
+    def _fragment(self, fragment: Mapping[str, Any]) -> list[Event]:
+        index = fragment.get("index") if isinstance(fragment.get("index"), int) else None
+        call_id = fragment.get("id") if isinstance(fragment.get("id"), str) else None
+        function = fragment.get("function") if isinstance(fragment.get("function"), Mapping) else {}
+        name = function.get("name") if isinstance(function.get("name"), str) else ""
+        arguments = function.get("arguments")
+        if isinstance(arguments, Mapping):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        arguments = arguments if isinstance(arguments, str) else ""
+
+        slot = self._route(index, call_id or None, name, arguments)
+        events: list[Event] = []
+        if name and not slot.name:
+            slot.name = name
+            events.append(ToolCallStarted(self._slots.index(slot), name))
+        if arguments and not _same_object(slot.arguments, arguments):
+            slot.arguments += arguments
+        return events
+
+    def _route(self, index: int | None, call_id: str | None, name: str, arguments: str) -> _Slot:
+        if call_id is not None:
+            for slot in self._slots:
+                if slot.id == call_id:
+                    return slot
+        if index is not None:
+            same_index = [slot for slot in self._slots if slot.index == index]
+            candidate = same_index[-1] if same_index else None
+        else:
+            candidate = self._slots[-1] if self._slots else None
+        if candidate is not None and not _starts_new_call(candidate, call_id, name, arguments):
+            if call_id is not None:
+                candidate.id = call_id
+            return candidate
+        slot = _Slot(index, call_id)
+        self._slots.append(slot)
+        return slot
+
+
+def _starts_new_call(slot: _Slot, call_id: str | None, name: str, arguments: str) -> bool:
+    """Whether a fragment routed to `slot` is in fact another call."""
+    if call_id is not None and slot.id is not None:
+        return True  # a different id (same ids were matched before)
+    if name and slot.name and name != slot.name:
+        return True
+    # Same name, no telling id: a second whole call after a complete one.
+    return bool(
+        name
+        and _as_object(slot.arguments) is not None
+        and _as_object(arguments) is not None
+        and not _same_object(slot.arguments, arguments)
+    )
+
+
+def _same_object(accumulated: str, arguments: str) -> bool:
+    """True when `arguments` re-sends the complete object already accumulated."""
+    whole = _as_object(accumulated)
+    return whole is not None and (arguments == accumulated or _as_object(arguments) == whole)
+
+
+def _as_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

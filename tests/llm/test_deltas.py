@@ -1,0 +1,308 @@
+"""The delta assembler against OpenAI chat-completions chunks and compatible servers' quirks."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gbr_node.llm.deltas import DeltaAssembler, error_message
+from gbr_node.llm.events import Completion, ReasoningDelta, TextDelta, ToolCallStarted
+from gbr_node.llm.sse import SseDecoder
+
+
+def ids():
+    counter = itertools.count(1)
+    return lambda: f"gen_{next(counter)}"
+
+
+def delta(finish: str | None = None, **fields: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": fields, "finish_reason": finish}]}
+
+
+def call(index: int | None = None, id: str | None = None, name=None, args=None) -> dict:
+    fragment: dict[str, Any] = {"function": {}}
+    if index is not None:
+        fragment["index"] = index
+    if id is not None:
+        fragment["id"] = id
+    if name is not None:
+        fragment["function"]["name"] = name
+    if args is not None:
+        fragment["function"]["arguments"] = args
+    return fragment
+
+
+def calls(*fragments: dict, finish: str | None = None) -> dict:
+    return delta(finish, tool_calls=list(fragments))
+
+
+STOP = delta("stop")
+DONE = "[DONE]"
+
+
+def assemble(*payloads: Any) -> tuple[list, Completion]:
+    assembler = DeltaAssembler(new_id=ids())
+    events = []
+    for payload in payloads:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        events += assembler.feed_data(data)
+    return events, assembler.result()
+
+
+def runnable(completion: Completion) -> list[tuple[str, str, dict]]:
+    return [(c.id, c.name, c.arguments) for c in completion.tool_calls]
+
+
+# (name, payloads, runnable calls expected)
+TOOL_CASES = [
+    ("per_index_interleaved_parallel_calls", [
+        calls(call(0, "a", "read", ""), call(1, "b", "list", "")),
+        calls(call(0, args='{"p":'), call(1, args='{"d":')),
+        calls(call(1, args='"x"}'), call(0, args='"y"}')),
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": "y"}), ("b", "list", {"d": "x"})]),
+    ("index_omitted_fragments_continue_the_call", [
+        calls(call(id="a", name="read", args='{"p"')),
+        calls(call(args=': 1}')), delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("all_parallel_calls_at_index_0_with_different_ids", [
+        calls(call(0, "a", "read", '{"p": 1}')),
+        calls(call(0, "b", "read", '{"p": 2}')), delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1}), ("b", "read", {"p": 2})]),
+    ("ids_omitted_are_generated", [
+        calls(call(0, name="read", args="{}"), call(1, name="list", args="{}")), STOP, DONE,
+    ], [("gen_1", "read", {}), ("gen_2", "list", {})]),
+    ("name_repeated_in_later_fragments_not_doubled", [
+        calls(call(0, "a", "read", '{"p"')), calls(call(0, name="read", args=": 1}")),
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("name_blanked_in_later_fragments_kept", [
+        calls(call(0, "a", "read", '{"p"')), calls(call(0, name="", args=": 1}")),
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("whole_arguments_in_one_fragment", [
+        calls(call(0, "a", "read", '{"p": [1, 2]}'), finish="tool_calls"), DONE,
+    ], [("a", "read", {"p": [1, 2]})]),
+    ("arguments_as_a_json_object", [
+        calls(call(0, "a", "read", {"p": "x"}), finish="tool_calls"), DONE,
+    ], [("a", "read", {"p": "x"})]),
+    ("complete_arguments_resent_in_final_chunk_not_doubled", [
+        calls(call(0, "a", "read", '{"p": ')), calls(call(0, args='"x"}')),
+        calls(call(0, "a", "read", '{"p": "x"}'), finish="tool_calls"), DONE,
+    ], [("a", "read", {"p": "x"})]),
+    ("complete_arguments_resent_as_object_not_doubled", [
+        calls(call(0, "a", "read", '{"p":"x"}')),
+        calls(call(0, args={"p": "x"}), finish="tool_calls"), DONE,
+    ], [("a", "read", {"p": "x"})]),
+    ("tool_calls_ending_with_finish_reason_stop_still_run", [
+        calls(call(0, "a", "read", "{}")), STOP, DONE,
+    ], [("a", "read", {})]),
+    ("finish_reason_without_done_is_a_normal_end", [
+        calls(call(0, "a", "read", "{}"), finish="tool_calls"),
+    ], [("a", "read", {})]),
+    ("same_name_whole_calls_without_id_or_index_are_two_calls", [
+        calls(call(name="read", args='{"p": 1}')), calls(call(name="read", args='{"p": 2}')),
+        STOP, DONE,
+    ], [("gen_1", "read", {"p": 1}), ("gen_2", "read", {"p": 2})]),
+    ("blank_arguments_mean_no_arguments", [
+        calls(call(0, "a", "now", "")), delta("tool_calls"), DONE,
+    ], [("a", "now", {})]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("payloads", "expected"), [c[1:] for c in TOOL_CASES], ids=[c[0] for c in TOOL_CASES]
+)
+def test_tool_calls_are_assembled_whatever_the_server_quirk(payloads: list, expected: list) -> None:
+    _, completion = assemble(*payloads)
+    assert not completion.partial and completion.error is None
+    assert runnable(completion) == expected
+    assert completion.invalid_tool_calls == ()
+    assert [c["id"] for c in completion.message["tool_calls"]] == [e[0] for e in expected]
+
+
+INVALID_CASES = [
+    ("arguments_not_json", '{"p": ', "not valid JSON"),
+    ("arguments_a_list", "[1, 2]", "must be a JSON object"),
+    ("arguments_repeat_a_key", '{"p": 1, "p": 2}', "repeat the key"),
+    ("arguments_use_nan", '{"p": NaN}', "NaN"),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"), [c[1:] for c in INVALID_CASES], ids=[c[0] for c in INVALID_CASES]
+)
+def test_arguments_that_are_not_a_strict_json_object_never_run(raw: str, reason: str) -> None:
+    _, completion = assemble(calls(call(0, "a", "write", raw)), delta("tool_calls"), DONE)
+    assert completion.tool_calls == ()
+    [invalid] = completion.invalid_tool_calls
+    assert (invalid.id, invalid.name, invalid.raw_arguments) == ("a", "write", raw)
+    assert reason in invalid.reason
+    assert "tool_calls" not in completion.message
+
+
+def test_tool_call_without_a_name_never_runs() -> None:
+    _, completion = assemble(calls(call(0, "a", None, "{}")), STOP, DONE)
+    assert completion.tool_calls == ()
+    assert completion.invalid_tool_calls[0].reason == "the tool call has no tool name"
+
+
+def test_text_streams_as_deltas_and_ends_with_a_stop_message() -> None:
+    events, completion = assemble(delta(role="assistant", content=""), delta(content="Hel"),
+                                  delta(content="lo"), STOP, DONE)  # fmt: skip
+    assert events == [TextDelta("Hel"), TextDelta("lo")]
+    assert completion.message == {"role": "assistant", "content": "Hello"}
+    assert (completion.text, completion.finish_reason, completion.partial) == (
+        "Hello",
+        "stop",
+        False,
+    )
+
+
+@pytest.mark.parametrize("choices", [[], None], ids=["empty_choices", "null_choices"])
+def test_usage_only_chunk_sets_usage(choices: list | None) -> None:
+    usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+    _, completion = assemble(delta(content="x"), STOP, {"choices": choices, "usage": usage}, DONE)
+    assert completion.usage == usage
+    assert completion.text == "x"
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_reasoning_is_kept_apart_from_the_answer(key: str) -> None:
+    events, completion = assemble(delta(**{key: "think"}), delta(content="answer"), STOP, DONE)
+    assert events == [ReasoningDelta("think"), TextDelta("answer")]
+    assert (completion.reasoning, completion.text) == ("think", "answer")
+    assert completion.message["content"] == "answer"
+
+
+def test_only_tool_calls_give_a_message_with_null_content() -> None:
+    events, completion = assemble(calls(call(0, "a", "read", "{}")), delta("tool_calls"), DONE)
+    assert events == [ToolCallStarted(0, "read")]
+    assert completion.message == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        ],
+    }
+
+
+ERROR_CASES = [
+    ("openai_error_object", {"error": {"message": "overloaded", "code": 529}}, "overloaded [529]"),
+    ("gemini_list_error", [{"error": {"message": "quota", "status": "RESOURCE_EXHAUSTED"}}],
+     "quota [RESOURCE_EXHAUSTED]"),
+    ("error_string", {"error": "boom"}, "boom"),
+    ("data_not_json", "not json at all", "not JSON"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"), [c[1:] for c in ERROR_CASES], ids=[c[0] for c in ERROR_CASES]
+)
+def test_error_in_the_middle_keeps_partial_text_and_marks_it(bad: Any, message: str) -> None:
+    _, completion = assemble(
+        delta(content="half "), calls(call(0, "a", "read", '{"p": 1}')), bad, delta(content="x")
+    )
+    assert completion.partial
+    assert message in completion.error
+    assert completion.text == "half "
+    assert completion.message == {"role": "assistant", "content": "half "}
+    assert completion.tool_calls == ()
+    assert completion.invalid_tool_calls[0].reason.startswith("the answer ended before")
+
+
+def test_sse_error_event_ends_the_turn_with_its_message() -> None:
+    assembler = DeltaAssembler()
+    assembler.feed_data(json.dumps(delta(content="a")))
+    assembler.feed_data('{"message": "server melted"}', event="error")
+    assert assembler.ended
+    assert assembler.result().error == "server melted"
+
+
+def test_stream_closed_without_finish_reason_is_partial() -> None:
+    _, completion = assemble(delta(content="cut"))
+    assert completion.partial
+    assert completion.error == "the connection closed before the model finished its answer"
+    assert completion.text == "cut"
+
+
+def test_data_after_done_is_ignored() -> None:
+    _, completion = assemble(delta(content="a"), STOP, DONE, delta(content="b"))
+    assert completion.text == "a"
+
+
+def test_non_streamed_answer_gives_the_same_completion_as_its_stream() -> None:
+    message = {
+        "role": "assistant",
+        "content": "ok",
+        "tool_calls": [{"id": "a", "type": "function",
+                        "function": {"name": "read", "arguments": '{"p": 1}'}}],
+    }  # fmt: skip
+    body = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    assembler = DeltaAssembler()
+    events = assembler.feed_message(body)
+    _, streamed = assemble(delta(content="ok"), calls(call(0, "a", "read", '{"p": 1}')),
+                           delta("tool_calls"), DONE)  # fmt: skip
+    assert events == [TextDelta("ok"), ToolCallStarted(0, "read")]
+    assert assembler.result() == streamed
+
+
+def test_non_streamed_answer_without_choices_is_an_error() -> None:
+    assembler = DeltaAssembler()
+    assembler.feed_message({"id": "x"})
+    assert assembler.result().error == "the model server answered without any choices"
+
+
+def test_error_message_reads_proxy_shapes_and_rejects_non_errors() -> None:
+    assert error_message({"detail": "Not Found"}) == "Not Found"
+    assert error_message({"choices": []}) is None
+    assert error_message("text") is None
+
+
+def _stream_bytes() -> bytes:
+    payloads = [
+        ": OPENROUTER PROCESSING",
+        delta(role="assistant", reasoning_content="hmm ☃"),
+        delta(content="Héllo"),
+        calls(call(0, "a", "read", ""), call(1, name="list")),
+        calls(call(0, args='{"path": "ä/'), call(1, args="{}")),
+        calls(call(0, args='b.txt"}')),
+        delta("tool_calls"),
+        {"choices": [], "usage": {"total_tokens": 9}},
+        DONE,
+    ]
+    lines = []
+    for payload in payloads:
+        if isinstance(payload, str) and payload.startswith(":"):
+            lines.append(payload + "\r\n\r\n")
+        else:
+            data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+            lines.append(f"data:{data}\r\n\r\n")
+    return "".join(lines).encode()
+
+
+STREAM = _stream_bytes()
+
+
+def run_stream(chunks: list[bytes]) -> tuple[list, Completion]:
+    decoder, assembler, events = SseDecoder(), DeltaAssembler(new_id=ids()), []
+    for chunk in [*chunks, None]:
+        items = decoder.feed(chunk) if chunk is not None else decoder.close()
+        for item in items:
+            if hasattr(item, "data"):
+                events += assembler.feed_data(item.data, item.event)
+    return events, assembler.result()
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=16))
+def test_any_split_of_a_valid_stream_gives_the_same_result(cuts: list[int]) -> None:
+    points = [0, *sorted(cuts), len(STREAM)]
+    events, completion = run_stream([STREAM[a:b] for a, b in itertools.pairwise(points)])
+    assert (events, completion) == run_stream([STREAM])
+    assert runnable(completion) == [("a", "read", {"path": "ä/b.txt"}), ("gen_1", "list", {})]
+    assert (completion.text, completion.reasoning) == ("Héllo", "hmm ☃")
