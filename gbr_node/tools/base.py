@@ -1,0 +1,79 @@
+"""The shapes every tool shares: an MCP-shaped `ToolResult` and a `Tool` definition.
+
+Kept apart from `registry.py` so the tool modules (`files`, `tree`, `search`,
+`commands`) can import these without importing the registry that collects them.
+`gbr_node.tools.registry` re-exports both names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Params(BaseModel):
+    """Base of every tool's input model: frozen, and unknown arguments are an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of one tool call, shaped like an MCP `tools/call` result.
+
+    `content` is a tuple of MCP content items, in practice one
+    `{"type": "text", "text": ...}`. `is_error` marks a failure the model should
+    see and react to (a missing file, a non-zero exit). `structured` carries
+    machine-readable detail, e.g. `{"status": "approval_required", ...}`
+    (EVD-AI-01).
+    """
+
+    content: tuple[dict[str, Any], ...]
+    is_error: bool = False
+    structured: dict[str, Any] | None = None
+
+    @classmethod
+    def text(
+        cls, text: str, *, is_error: bool = False, structured: dict[str, Any] | None = None
+    ) -> ToolResult:
+        """A result holding one text item."""
+        return cls(({"type": "text", "text": text},), is_error=is_error, structured=structured)
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The MCP wire form: `{"content": [...], "isError": bool}` plus
+        `"structuredContent"` when `structured` is set."""
+        wire: dict[str, Any] = {
+            "content": [dict(item) for item in self.content],
+            "isError": self.is_error,
+        }
+        if self.structured is not None:
+            wire["structuredContent"] = dict(self.structured)
+        return wire
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: `name`, a `description` written for a model, the pydantic
+    model `params` that validates its arguments, and the `handler` that runs it.
+
+    The handler is synchronous and may block (callers run it in a worker
+    thread). It returns a `ToolResult` or raises `ToolError`,
+    `ApprovalRequired` or `SecurityViolation`; `Registry.call` maps them.
+    """
+
+    name: str
+    description: str
+    params: type[BaseModel]
+    handler: Callable[[Any], ToolResult]
+
+    def spec(self) -> dict[str, Any]:
+        """The MCP `tools/list` item: `{"name", "description", "inputSchema"}`,
+        where `inputSchema` is the JSON Schema of `params`."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.params.model_json_schema(),
+        }

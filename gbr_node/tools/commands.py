@@ -1,0 +1,221 @@
+"""`run_command`: run an allow-listed program, without a shell, inside the root.
+
+The rules (issue 2, "Local tools"; DESIGN.md, "Security model"):
+
+- argv[0] must name an allow-list entry of `[tools.run_command]`. It runs as the
+  absolute executable fixed when the registry was built: looked up on PATH once,
+  skipping relative PATH entries and folders inside the root, so neither a file
+  planted in the root nor a later change of PATH can stand in for it.
+- A rule's `subcommands` restrict argv[1]; its `deny_args` refuse arguments
+  exactly or by prefix. On top of that, built-in refusals for well-known
+  code-injection flags apply whatever the profile says (`BUILTIN_DENY` below).
+  They are a floor, not a guarantee: allowing an interpreter, a shell, a build
+  tool or a launcher (make, npm, env, xargs, ...) allows arbitrary code inside
+  the root, and such a program can also write protected files.
+- Arguments that are absolute paths, `..` paths, `file://` URLs or the value of
+  `--opt=VALUE`, and arguments naming an existing entry, are checked through the
+  sandbox: anything outside the root raises `SecurityViolation` (UBQ-DEV-01,
+  UNW-DEV-01). This is best effort: a program may still find paths by itself.
+- cwd is inside the root; the time limit and the output cap come from the
+  profile; the environment is scrubbed of secrets and code-injection variables.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
+
+from gbr_node.config.profile import CommandRule, RunCommandConfig
+from gbr_node.errors import SecurityViolation, ToolError
+from gbr_node.sandbox import Sandbox
+from gbr_node.tools.base import Params, Tool, ToolResult
+from gbr_node.tools.guards import refused_argument, resolve_path_args, scrubbed_environment
+from gbr_node.tools.process import run_bounded
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AllowedProgram:
+    """One allow-list entry, resolved: `executable` is absolute and fixed;
+    `kinds` are the normalised program names the built-in refusals look up."""
+
+    name: str
+    executable: str
+    subcommands: tuple[str, ...] | None
+    deny_args: tuple[str, ...]
+    kinds: frozenset[str]
+
+
+def program_kind(filename: str) -> str:
+    """`python3.12` -> `python`, `nodejs` -> `node`, `bash.exe` -> `bash`."""
+    base = re.sub(r"\.exe$", "", filename.lower())
+    base = re.sub(r"[\d.]+$", "", base)
+    return {"pypy": "python", "nodejs": "node"}.get(base, base)
+
+
+def _inside(folder: str, root: Path) -> bool:
+    return Path(os.path.realpath(folder)).is_relative_to(root)
+
+
+def trusted_search_path(search_path: str, root: Path) -> str:
+    """`search_path` without relative entries and without folders inside `root`."""
+    kept = [d for d in search_path.split(os.pathsep) if os.path.isabs(d) and not _inside(d, root)]
+    return os.pathsep.join(kept)
+
+
+def _locate(rule: CommandRule, root: Path, search_path: str) -> str | None:
+    if rule.path is not None:
+        candidate = Path(rule.path).expanduser()
+        candidate = candidate if candidate.is_absolute() else root / candidate
+        ok = candidate.is_file() and os.access(candidate, os.X_OK)
+        return str(candidate) if ok else None
+    return shutil.which(rule.name, path=search_path)
+
+
+def resolve_allow_list(
+    config: RunCommandConfig, root: Path, search_path: str
+) -> dict[str, AllowedProgram]:
+    """Fix each allow-list entry to an absolute executable, once, at profile load.
+
+    A rule with `path` uses it (relative paths are taken from `root`: the agent
+    can rewrite such a file, so pinning one allows arbitrary code). Otherwise
+    the name is looked up on `search_path` (already filtered by
+    `trusted_search_path`). Entries not found are left out with a warning.
+    """
+    allowed: dict[str, AllowedProgram] = {}
+    for rule in config.allow:
+        executable = _locate(rule, root, search_path)
+        if executable is None:
+            where = rule.path or "PATH"
+            log.warning(
+                "run_command: %r not found on %s; left out of the allow-list", rule.name, where
+            )
+            continue
+        executable = os.path.abspath(executable)
+        kinds = {program_kind(rule.name), program_kind(os.path.basename(executable))}
+        kinds.add(program_kind(os.path.basename(os.path.realpath(executable))))
+        allowed[rule.name] = AllowedProgram(
+            rule.name, executable, rule.subcommands, rule.deny_args, frozenset(kinds)
+        )
+    return allowed
+
+
+class RunCommandParams(Params):
+    """Arguments of run_command."""
+
+    argv: list[str] = Field(
+        min_length=1,
+        description='Program and arguments, e.g. ["git", "status"]. No shell: no pipes, '
+        "globs, redirections or variable expansion.",
+    )
+    cwd: str = Field(".", description="Working folder, relative to the project root.")
+    timeout_s: Annotated[float, Field(gt=0)] | SkipJsonSchema[None] = Field(
+        None, description="Time limit in seconds; capped by the profile's limit."
+    )
+
+
+class CommandRunner:
+    """Check and run one `run_command` call under a fixed allow-list."""
+
+    def __init__(self, config: RunCommandConfig, sandbox: Sandbox, search_path: str):
+        self._config = config
+        self._sandbox = sandbox
+        trusted = trusted_search_path(search_path, sandbox.root)
+        self.allowed = resolve_allow_list(config, sandbox.root, trusted)
+        self._env = scrubbed_environment(os.environ)
+        self._env["PATH"] = trusted
+
+    def check(self, argv: list[str], cwd: str) -> tuple[list[str], Path]:
+        """The argv to execute (argv[0] replaced by the fixed executable) and the cwd.
+
+        Raises:
+            SecurityViolation: program not allowed, subcommand not allowed,
+                argument refused by the rule or the built-in list, a path
+                argument outside the root, or cwd outside the root.
+            ToolError: cwd is not a folder, or an argument holds a NUL byte.
+        """
+        if any("\x00" in arg for arg in argv):
+            raise ToolError("run_command: arguments must not contain NUL bytes")
+        program = self.allowed.get(argv[0])
+        if program is None:
+            names = ", ".join(self.allowed) or "none"
+            raise SecurityViolation(f"program not on the allow-list (allowed: {names})", argv[0])
+        args = argv[1:]
+        if program.subcommands is not None and (not args or args[0] not in program.subcommands):
+            allowed = ", ".join(program.subcommands)
+            raise SecurityViolation(
+                f"{program.name} may only run the subcommands {allowed}",
+                args[0] if args else "",
+            )
+        for arg in args:
+            if any(arg == deny or arg.startswith(deny) for deny in program.deny_args):
+                raise SecurityViolation(f"argument refused by the {program.name} rule", arg)
+        refused = refused_argument(program.kinds, args)
+        if refused is not None:
+            raise SecurityViolation(f"argument can run arbitrary code with {program.name}", refused)
+        where = self._sandbox.resolve(cwd)
+        if not where.path.is_dir():
+            raise ToolError(f"run_command: cwd {cwd!r} is not a folder")
+        resolve_path_args(self._sandbox, where.relative, args)
+        return [program.executable, *args], where.path
+
+    def run(self, params: RunCommandParams) -> ToolResult:
+        """The `run_command` handler: exit code, stdout, stderr; non-zero is an error."""
+        command, cwd = self.check(params.argv, params.cwd)
+        limit = self._config.timeout_s
+        timeout = limit if params.timeout_s is None else min(params.timeout_s, limit)
+        cap = self._config.max_output_bytes
+        done = run_bounded(command, cwd=cwd, env=self._env, timeout_s=timeout, max_output_bytes=cap)
+        lines = [f"$ {shlex.join(params.argv)}"]
+        if done.timed_out:
+            lines.append(f"timed out after {timeout:g} s; the process group was killed")
+        elif done.exit_code < 0:
+            lines.append(f"killed by signal {-done.exit_code}")
+        else:
+            lines.append(f"exit code {done.exit_code}")
+        for label, data in (("stdout", done.stdout), ("stderr", done.stderr)):
+            if data:
+                lines.append(f"--- {label} ---\n{data.decode('utf-8', errors='replace')}")
+        if not (done.stdout or done.stderr):
+            lines.append("(no output)")
+        if done.dropped_bytes:
+            lines.append(
+                f"[output cut at {cap} bytes (stdout and stderr together); "
+                f"{done.dropped_bytes} more bytes dropped]"
+            )
+        structured = {
+            "exit_code": None if done.timed_out else done.exit_code,
+            "timed_out": done.timed_out,
+            "output_truncated": done.dropped_bytes > 0,
+        }
+        failed = done.timed_out or done.exit_code != 0
+        return ToolResult.text("\n".join(lines), is_error=failed, structured=structured)
+
+
+def _describe(runner: CommandRunner, config: RunCommandConfig) -> str:
+    programs = []
+    for program in runner.allowed.values():
+        only = f" (subcommands: {', '.join(program.subcommands)})" if program.subcommands else ""
+        programs.append(program.name + only)
+    return (
+        "Run a program from the allow-list inside the project folder, without a shell. "
+        f"Allowed programs: {', '.join(programs) or 'none'}. "
+        f"Time limit {config.timeout_s:g} s; output is cut at {config.max_output_bytes} bytes. "
+        "Paths outside the project folder are refused. A non-zero exit is reported as an error."
+    )
+
+
+def command_tool(config: RunCommandConfig, sandbox: Sandbox, search_path: str) -> Tool:
+    """The `run_command` tool, its allow-list fixed now from `search_path` (os.pathsep-joined)."""
+    runner = CommandRunner(config, sandbox, search_path)
+    return Tool("run_command", _describe(runner, config), RunCommandParams, runner.run)

@@ -1,0 +1,230 @@
+"""File content tools: `read_file`, `write_file`, `edit_file` (issue 2, "Local tools").
+
+Every path goes through `Sandbox.resolve` (UBQ-DEV-01, UNW-DEV-01); files are
+opened with O_NOFOLLOW where the OS has it, and written only through
+`Sandbox.write_atomic`. A write or edit of a protected path raises
+`ApprovalRequired` carrying the proposed full content, before anything on disk
+changes (EVD-AI-01). Text means UTF-8 without NUL bytes; anything else is
+refused as binary.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import stat
+from pathlib import Path
+
+from pydantic import Field
+
+from gbr_node.config.profile import ToolsConfig
+from gbr_node.errors import ApprovalRequired, ToolError
+from gbr_node.sandbox import Resolved, Sandbox
+from gbr_node.tools.base import Params, Tool, ToolResult
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+DEFAULT_LINE_LIMIT = 2000
+
+
+class NotText(ToolError):
+    """The file holds NUL bytes or is not valid UTF-8."""
+
+
+def read_head(path: Path, relative: str, max_bytes: int) -> tuple[bytes, int]:
+    """The first `max_bytes` bytes of the regular file at `path` and its size in bytes.
+
+    Opened without following a symlink at the final component. Raises
+    ToolError (from the OSError) when the file is missing, a folder, or
+    unreadable.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _BINARY)
+    except FileNotFoundError as exc:
+        raise ToolError(f"no such file: {relative}") from exc
+    except OSError as exc:
+        raise ToolError(f"cannot open {relative}: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{relative} is a folder; use list_dir")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{relative} is not a regular file")
+        chunks, wanted = [], min(info.st_size, max_bytes)
+        while wanted > 0:
+            chunk = os.read(fd, wanted)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            wanted -= len(chunk)
+        return b"".join(chunks), info.st_size
+    except OSError as exc:
+        raise ToolError(f"cannot read {relative}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def decode_text(data: bytes, relative: str, *, complete: bool) -> str:
+    """`data` as UTF-8 text; a cut multi-byte character at the end is dropped
+    unless `complete`. Raises NotText for NUL bytes or invalid UTF-8."""
+    if b"\x00" in data:
+        raise NotText(f"{relative} looks binary (it contains NUL bytes); not shown")
+    try:
+        return codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
+    except UnicodeDecodeError as exc:
+        raise NotText(f"{relative} is not UTF-8 text (binary?); not shown") from exc
+
+
+def load_text(path: Path, relative: str, max_bytes: int) -> str:
+    """The whole text of a file no bigger than `max_bytes` (tools.read_max_bytes).
+
+    Raises ToolError when it is bigger, NotText when it is not text.
+    """
+    data, size = read_head(path, relative, max_bytes)
+    if size > max_bytes:
+        raise ToolError(
+            f"{relative} is {size} bytes, over the {max_bytes}-byte limit (tools.read_max_bytes)"
+        )
+    return decode_text(data, relative, complete=True)
+
+
+class ReadFileParams(Params):
+    """Arguments of read_file."""
+
+    path: str = Field(description="File to read, relative to the project root.")
+    offset: int = Field(1, ge=1, description="First line to show, 1-based.")
+    limit: int = Field(DEFAULT_LINE_LIMIT, ge=1, description="How many lines to show at most.")
+
+
+class WriteFileParams(Params):
+    """Arguments of write_file."""
+
+    path: str = Field(description="File to create or replace, relative to the project root.")
+    content: str = Field(description="The complete new content of the file.")
+
+
+class EditFileParams(Params):
+    """Arguments of edit_file."""
+
+    path: str = Field(description="File to edit, relative to the project root.")
+    old_string: str = Field(min_length=1, description="Exact text to replace, as in the file.")
+    new_string: str = Field(description="Text to put in its place.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of exactly one.")
+
+
+class FileTools:
+    """Handlers of the file content tools, bound to one sandbox and read cap (bytes)."""
+
+    def __init__(self, sandbox: Sandbox, read_max_bytes: int):
+        self._sandbox = sandbox
+        self._cap = read_max_bytes
+
+    def read_file(self, params: ReadFileParams) -> ToolResult:
+        """Numbered lines `offset`..`offset+limit-1`; says the total and what was cut.
+
+        A file over the read cap is read up to the cap (its last, cut line
+        dropped) and the answer says so. Raises ToolError (missing, folder,
+        binary, offset past the end), SecurityViolation (outside the root).
+        """
+        where = self._sandbox.resolve(params.path)
+        data, size = read_head(where.path, where.relative, self._cap)
+        head_only = size > len(data)
+        if head_only:
+            data = data[: data.rfind(b"\n") + 1]
+        lines = decode_text(data, where.relative, complete=not head_only).split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        total = len(lines)
+        if total == 0:
+            return ToolResult.text(f"{where.relative}: empty file")
+        if params.offset > total:
+            raise ToolError(f"offset {params.offset} is past the end of {where.relative}")
+        first = params.offset
+        last = min(total, first + params.limit - 1)
+        counted = f"at least {total}" if head_only else str(total)
+        out = [f"{where.relative}: lines {first}-{last} of {counted}"]
+        out += [f"{n:>6}\t{lines[n - 1].rstrip(chr(13))}" for n in range(first, last + 1)]
+        if last < total:
+            out.append(f"[{total - last} more lines; call again with offset={last + 1}]")
+        if head_only:
+            out.append(
+                f"[the file is {size} bytes; only the first {self._cap} bytes were read "
+                "(tools.read_max_bytes); use search_text to find later lines]"
+            )
+        return ToolResult.text("\n".join(out))
+
+    def write_file(self, params: WriteFileParams) -> ToolResult:
+        """Create or replace a file atomically, creating parent folders.
+
+        Raises ApprovalRequired (protected path, nothing written),
+        SecurityViolation (outside the root), ToolError (a folder, OS failure).
+        """
+        where = self._sandbox.resolve(params.path)
+        self._refuse_protected("write_file", where, params.content)
+        existed = where.path.exists()
+        data = params.content.encode("utf-8")
+        self._sandbox.write_atomic(where.path, data)
+        verb = "replaced" if existed else "created"
+        return ToolResult.text(f"{verb} {where.relative} ({len(data)} bytes)")
+
+    def edit_file(self, params: EditFileParams) -> ToolResult:
+        """Replace `old_string` by `new_string`: exactly one match, or all with `replace_all`.
+
+        Raises ToolError when there are zero matches, or several without
+        `replace_all` (the message says how many); ApprovalRequired with the
+        proposed full content for a protected path (nothing written).
+        """
+        where = self._sandbox.resolve(params.path)
+        text = load_text(where.path, where.relative, self._cap)
+        count = text.count(params.old_string)
+        if count == 0:
+            raise ToolError(
+                f"old_string not found in {where.relative} (0 matches); nothing changed"
+            )
+        if count > 1 and not params.replace_all:
+            raise ToolError(
+                f"old_string matches {count} times in {where.relative}; include more "
+                "surrounding text to make it unique, or set replace_all=true. Nothing changed"
+            )
+        new_text = text.replace(
+            params.old_string, params.new_string, -1 if params.replace_all else 1
+        )
+        self._refuse_protected("edit_file", where, new_text)
+        self._sandbox.write_atomic(where.path, new_text.encode("utf-8"))
+        noun = "occurrence" if count == 1 else "occurrences"
+        return ToolResult.text(f"edited {where.relative}: replaced {count} {noun}")
+
+    @staticmethod
+    def _refuse_protected(tool: str, where: Resolved, content: str) -> None:
+        if where.protected:
+            raise ApprovalRequired(tool, where.relative, str(where.path), content=content)
+
+
+def file_tools(config: ToolsConfig, sandbox: Sandbox) -> list[Tool]:
+    """`read_file`, `write_file` and `edit_file`, bound to `sandbox`."""
+    handlers = FileTools(sandbox, config.read_max_bytes)
+    cap = config.read_max_bytes
+    return [
+        Tool(
+            "read_file",
+            "Read a UTF-8 text file from the project, as numbered lines. Use offset and "
+            f"limit to page through long files. Files over {cap} bytes are cut; binary "
+            "files are refused.",
+            ReadFileParams,
+            handlers.read_file,
+        ),
+        Tool(
+            "write_file",
+            "Create a file or replace its whole content (parent folders are created). "
+            "Prefer edit_file for small changes. Protected files need the operator's approval.",
+            WriteFileParams,
+            handlers.write_file,
+        ),
+        Tool(
+            "edit_file",
+            "Replace an exact piece of text in a file. old_string must match exactly once "
+            "(copy it from read_file without the line numbers) unless replace_all is true.",
+            EditFileParams,
+            handlers.edit_file,
+        ),
+    ]
