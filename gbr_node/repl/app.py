@@ -10,6 +10,7 @@ answer; Ctrl-D leaves.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -167,6 +168,9 @@ def _plain_readline() -> str:
 def _prompt_session():
     if not sys.stdin.isatty():
         return None
+    # No cursor-position requests: we show no menus that need them, and a
+    # terminal that never answers one would stall every redraw.
+    os.environ.setdefault("PROMPT_TOOLKIT_NO_CPR", "1")
     from prompt_toolkit import PromptSession
 
     return PromptSession()

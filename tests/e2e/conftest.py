@@ -1,0 +1,96 @@
+"""End-to-end fixtures: a temporary project, the real test model server, and
+`gbr-node` run as a separate process in a real pseudo-terminal (pexpect)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.e2e.terminal import COLS, ROWS, Terminal
+from tests.support.model_server import ModelServer
+
+TIMEOUT_S = 20
+
+
+def node_env(home: Path) -> dict[str, str]:
+    """The environment of a node under test: no inherited model settings or keys."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "GBR_")) and not k.endswith("_API_KEY")
+    }
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), TERM="xterm", NO_COLOR="1")
+    env["GBR_TEST_KEY"] = "sk-test"
+    return env
+
+
+def write_profile(project: Path, base_url: str, extra: str = "", name: str = "default") -> Path:
+    """A minimal profile pointing at the test model server."""
+    folder = project / ".gbr_envs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(
+        'system_prompt = "You are a test agent."\n'
+        'protected_files = ["pyproject.toml"]\n'
+        f"{extra}\n"
+        "[model]\n"
+        f'base_url = "{base_url}"\n'
+        'model = "test-model"\n'
+        'api_key_env = "GBR_TEST_KEY"\n'
+        "[node]\n"
+        'listen = ["/ip4/127.0.0.1/tcp/0"]\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def model_server():
+    with ModelServer(model="test-model") as server:
+        yield server
+
+
+@pytest.fixture
+def project(tmp_path, model_server) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    write_profile(root, model_server.base_url)
+    return root
+
+
+def spawn_node(project: Path, *args: str, home: Path | None = None) -> pexpect.spawn:
+    """Start `python -m gbr_node ARGS` in `project` inside a pseudo-terminal."""
+    home = home or project.parent / "home"
+    home.mkdir(exist_ok=True)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "gbr_node", *args],
+        cwd=str(project),
+        env=node_env(home),
+        encoding="utf-8",
+        timeout=TIMEOUT_S,
+        dimensions=(ROWS, COLS),
+    )
+    return child
+
+
+@pytest.fixture
+def run_node(project):
+    """Start `gbr-node run`; returns its `Terminal` once the banner shows."""
+    children = []
+
+    def start(*args: str) -> Terminal:
+        child = spawn_node(project, "run", *args)
+        children.append(child)
+        term = Terminal(child)
+        term.expect("/help for commands")
+        return term
+
+    yield start
+    for child in children:
+        if child.isalive():
+            child.terminate(force=True)
