@@ -1,0 +1,90 @@
+"""The `gbr-node` commands of the foundation: init, env, tool, --help."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.conftest import node_env
+
+
+def gbr(project, *args, home=None):
+    home = home or project.parent / "home"
+    home.mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "gbr_node", *args],
+        cwd=project,
+        env=node_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def fresh(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert gbr(project, "init").returncode == 0
+    return project
+
+
+def test_init_writes_the_commented_default_profile_once(fresh):
+    profile = fresh / ".gbr_envs" / "default.toml"
+    assert "allowed_root" in profile.read_text()
+    again = gbr(fresh, "init")
+    assert again.returncode == 0 and "already exists" in again.stdout
+
+
+def test_env_check_prints_the_effective_profile(fresh):
+    out = gbr(fresh, "env", "check")
+    assert out.returncode == 0, out.stderr
+    assert "poll_interval_s = 2.0" in out.stdout
+    assert "is valid" in out.stderr
+
+
+def test_env_check_names_file_line_and_key_of_a_misspelt_key(fresh):
+    (fresh / ".gbr_envs" / "bad.toml").write_text('system_prompt = "x"\n\n[tools]\nenabeld = "*"\n')
+    out = gbr(fresh, "env", "check", "bad")
+    assert out.returncode == 1
+    assert "bad.toml:4" in out.stderr and "enabeld" in out.stderr and "enabled" in out.stderr
+
+
+def test_env_schema_is_json_schema_with_every_section(fresh):
+    schema = json.loads(gbr(fresh, "env", "schema").stdout)
+    assert {"tools", "model", "peers", "watch", "node"} <= set(schema["properties"])
+
+
+def test_tool_runs_one_tool_under_the_profile(fresh):
+    (fresh / "hello.txt").write_text("hi there\n")
+    out = gbr(fresh, "tool", "read_file", '{"path": "hello.txt"}')
+    assert out.returncode == 0, out.stderr
+    assert "hi there" in out.stdout
+
+
+def test_tool_refuses_an_escape_with_exit_status_1(fresh):
+    out = gbr(fresh, "tool", "read_file", '{"path": "../../etc/passwd"}')
+    assert out.returncode == 1
+    assert "refused" in out.stderr and "root" in out.stderr.lower()
+
+
+def test_tool_protected_write_needs_approval_and_leaves_disk_alone(fresh):
+    out = gbr(fresh, "tool", "write_file", '{"path": ".gbr_envs/default.toml", "content": "x"}')
+    assert "must approve" in out.stdout
+    assert json.loads(out.stderr)["status"] == "approval_required"
+    assert "allowed_root" in (fresh / ".gbr_envs" / "default.toml").read_text()
+
+
+def test_tool_with_bad_json_is_a_usage_error(fresh):
+    out = gbr(fresh, "tool", "read_file", "{not json")
+    assert out.returncode == 2 and "not valid JSON" in out.stderr
+
+
+def test_help_does_not_import_heavy_packages():
+    code = (
+        "import sys, gbr_node.cli as c; c.build_parser().format_help();"
+        "print(sorted(m for m in ('libp2p', 'httpx', 'trio', 'pydantic') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]"
