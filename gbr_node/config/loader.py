@@ -182,7 +182,7 @@ def render_effective(loaded: LoadedProfile) -> str:
         f"# profile {loaded.name!r} from {loaded.file}",
         f"# project folder: {loaded.project_dir}",
         f"# allowed_root resolves to: {loaded.root}",
-        "# .gbr_envs/** and .git/** are always protected, whatever protected_files says",
+        "# .gbr_envs/**, .git/** and .gbr/** are always protected, whatever protected_files says",
     ]
     if loaded.profile.system_prompt_file is not None:
         del data["system_prompt"]

@@ -25,7 +25,9 @@ from collections.abc import Iterable
 
 from gbr_node.sandbox.flavours import Flavour, WindowsFlavour
 
-ALWAYS_PROTECTED = (".gbr_envs", ".gbr_envs/**", ".git", ".git/**")
+# .gbr/ holds the node's own state (approval log, session journals): the agent must
+# not forge approvals or rewrite its history, any more than its rules or git hooks.
+ALWAYS_PROTECTED = (".gbr_envs", ".gbr_envs/**", ".git", ".git/**", ".gbr", ".gbr/**")
 
 
 def glob_to_regex(pattern: str) -> str:

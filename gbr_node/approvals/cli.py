@@ -1,0 +1,234 @@
+"""`gbr-node approvals list | show N | approve N | reject N | edit N` (EVD-DEV-01/02).
+
+Decides approvals from any terminal on the project's log
+(`.gbr/approvals.db`), also while `gbr-node serve` or `run` has it open: the
+running node polls the log and tells the requester. Exit statuses: 0 done,
+1 not done (conflict, failed write, already settled otherwise, editor made no
+change), 2 usage error or unknown approval id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import getpass
+import os
+import pathlib
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from gbr_node.approvals.apply import (
+    Conflict,
+    Settled,
+    approve_and_apply,
+    find_conflict,
+    pending_diff,
+)
+from gbr_node.approvals.log import ApprovalLog, default_path
+from gbr_node.approvals.review import colour_diff, edit_in_editor
+from gbr_node.approvals.state import Approval, InvalidDecision, UnknownApproval
+from gbr_node.errors import SecurityViolation, ToolError
+from gbr_node.sandbox import Sandbox
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+Editor = Callable[..., str | None]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register `approvals` and its actions on `subparsers` (the `gbr-node`
+    command tree); the parsed Namespace runs with `args.func(args)`."""
+    p = subparsers.add_parser("approvals", help="list and decide approvals of protected writes")
+    actions = p.add_subparsers(dest="approvals_action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="pending approvals (--all: every one)")
+    listing.add_argument("--all", action="store_true", help="include decided ones")
+    for name, text in (
+        ("show", "details and diff of one approval"),
+        ("approve", "approve and apply it"),
+        ("reject", "refuse it; the requester is told the reason"),
+        ("edit", "open $EDITOR on the proposed content, then apply the edited text"),
+    ):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("id", type=int, metavar="N", help="approval id")
+        if name in ("approve", "edit"):
+            action.add_argument(
+                "--force", action="store_true", help="approve against the file's current content"
+            )
+        if name == "reject":
+            action.add_argument("--reason", help="why, passed on to the requester")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed `approvals` command; `args.project` / `args.env` pick the
+    project and profile as for every command. Raises ProfileError (profile
+    broken, for actions that touch files) and ApprovalLogError."""
+    from gbr_node.config.loader import find_project_dir, load_profile
+
+    project = pathlib.Path(args.project).resolve() if args.project else None
+    project_dir = project or find_project_dir(pathlib.Path.cwd())
+
+    def sandbox() -> Sandbox:
+        loaded = load_profile(project_dir, args.env or os.environ.get("GBR_ENV") or "default")
+        return Sandbox(loaded.root, loaded.profile.protected_files)
+
+    return main(project_dir, sandbox, args)
+
+
+def main(
+    project_dir: pathlib.Path,
+    sandbox: Callable[[], Sandbox],
+    args: argparse.Namespace,
+    *,
+    out: TextIO | None = None,
+    editor: Editor = edit_in_editor,
+) -> int:
+    """Do `args.approvals_action` on `project_dir`'s log, printing to `out`
+    (default stdout; colours only on a terminal without NO_COLOR). `sandbox`
+    is called only by actions that read or change files. Returns the exit status."""
+    out = out or sys.stdout
+    colour = out.isatty() and "NO_COLOR" not in os.environ
+    path = default_path(project_dir)
+    action = args.approvals_action
+    if not path.exists():
+        if action == "list":
+            print("no approvals yet", file=out)
+            return EXIT_OK
+        print(f"no approval #{args.id} (no log at {path})", file=out)
+        return EXIT_USAGE
+    by = f"cli:{_user()}"
+    with ApprovalLog(path) as log:
+        try:
+            if action == "list":
+                return list_approvals(log, out, everything=args.all)
+            if action == "reject":
+                return reject(log, args.id, args.reason, by=by, out=out)
+            if action == "show":
+                return show(log, sandbox(), args.id, out=out, colour=colour)
+            if action == "approve":
+                outcome = approve_and_apply(log, args.id, sandbox(), by=by, force=args.force)
+                return report(outcome, out=out, colour=colour)
+            return edit(log, sandbox(), args.id, by=by, force=args.force, out=out, editor=editor)
+        except UnknownApproval as exc:
+            print(str(exc), file=out)
+            return EXIT_USAGE
+        except (InvalidDecision, SecurityViolation, ToolError) as exc:
+            print(f"not done: {exc}", file=out)
+            return EXIT_FAILED
+
+
+def list_approvals(log: ApprovalLog, out: TextIO, *, everything: bool) -> int:
+    """One line per approval: id, status, tool, path, requester, request time."""
+    approvals = log.list(None if everything else "pending")
+    if not approvals:
+        print("no approvals" if everything else "no pending approvals", file=out)
+    for a in approvals:
+        line = f"#{a.id:<4} {a.status:<9} {a.tool:<12} {a.path}  from {_who(a)}"
+        print(f"{line}  {_when(a.requested_at)}", file=out)
+    return EXIT_OK
+
+
+def show(log: ApprovalLog, sandbox: Sandbox, approval_id: int, *, out: TextIO, colour: bool) -> int:
+    """Details of one approval and, until it is settled, the diff from the
+    file's current content to what would be written."""
+    a = log.get(approval_id)
+    print(f"approval #{a.id}: {a.status}", file=out)
+    print(f"  {a.tool} {a.path}  (requested by {_who(a)} at {_when(a.requested_at)})", file=out)
+    if "destination" in a.detail:
+        print(f"  destination: {a.detail['destination']}", file=out)
+    if a.decided_by:
+        edited = " with edits" if a.edited else ""
+        print(f"  decided{edited} by {a.decided_by} at {_when(a.decided_at)}", file=out)
+    for label, value in (("reason", a.reason), ("error", a.error)):
+        if value:
+            print(f"  {label}: {value}", file=out)
+    if not a.settled:
+        if find_conflict(a, sandbox) is not None:
+            print("  the file changed since the request: approve --force or reject", file=out)
+        lines = pending_diff(a, sandbox)
+        print(colour_diff(lines, colour=colour) if lines else "  (no text diff)", file=out)
+    return EXIT_OK
+
+
+def reject(log: ApprovalLog, approval_id: int, reason: str | None, *, by: str, out: TextIO) -> int:
+    """Record the rejection; the file is not touched."""
+    log.reject(approval_id, reason, by=by)
+    print(f"approval #{approval_id} rejected" + (f": {reason}" if reason else ""), file=out)
+    return EXIT_OK
+
+
+def edit(
+    log: ApprovalLog,
+    sandbox: Sandbox,
+    approval_id: int,
+    *,
+    by: str,
+    force: bool,
+    out: TextIO,
+    editor: Editor,
+) -> int:
+    """Open `editor` on the proposed content; apply the edited text (EVD-DEV-02).
+    A conflict is reported before the editor opens; an editor that fails or
+    changes nothing leaves the approval as it was."""
+    a = log.get(approval_id)
+    if a.settled:
+        return report(Settled(a), out=out, colour=False)
+    if a.content is None:
+        print(f"approval #{a.id} is a {a.tool}: there is no content to edit", file=out)
+        return EXIT_USAGE
+    conflict = None if force else find_conflict(a, sandbox)
+    if conflict is not None:
+        return report(conflict, out=out, colour=False)
+    edited = editor(a.content, suffix=pathlib.PurePosixPath(a.path).suffix or ".txt")
+    if edited is None:
+        print(f"the editor made no change; approval #{a.id} is left {a.status}", file=out)
+        return EXIT_FAILED
+    outcome = approve_and_apply(log, approval_id, sandbox, by=by, force=force, content=edited)
+    return report(outcome, out=out, colour=False)
+
+
+def report(outcome: Conflict | Settled, *, out: TextIO, colour: bool) -> int:
+    """Print what an approve/edit came to and return the exit status."""
+    a = outcome.approval
+    if isinstance(outcome, Conflict):
+        print(
+            f"conflict: {a.path} changed since approval #{a.id} was requested "
+            f"(expected {_short(outcome.expected_hash)}, now {_short(outcome.current_hash)}); "
+            "nothing was written",
+            file=out,
+        )
+        if outcome.diff:
+            print(colour_diff(outcome.diff, colour=colour), file=out)
+        print(
+            f"use `approve {a.id} --force` to apply it over the current content, or reject it",
+            file=out,
+        )
+        return EXIT_FAILED
+    already = "" if outcome.now else "already "
+    if a.status == "applied":
+        print(f"approval #{a.id} {already}applied: {a.tool} {a.path}", file=out)
+        return EXIT_OK
+    detail = f": {a.error}" if a.error else (f": {a.reason}" if a.reason else "")
+    print(f"approval #{a.id} {already}{a.status}{detail}", file=out)
+    return EXIT_FAILED
+
+
+def _who(a: Approval) -> str:
+    return f"{a.requester_alias} ({a.requester})" if a.requester_alias else a.requester
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(at, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _short(fingerprint: str | None) -> str:
+    return "absent" if fingerprint is None else fingerprint[-12:]
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
