@@ -1,0 +1,378 @@
+"""The node's libp2p host: TCP, Noise only, Yamux only, trusted peers only (DESIGN.md).
+
+`open_host()` builds the host piece by piece instead of calling py-libp2p's
+`new_host()`, whose defaults also offer `/tls/1.0.0`, `/secio/1.0.0`,
+`/plaintext/2.0.0` and `/mplex/6.7.0`, retry every failed dial three times,
+wait 250 ms per dial for extra connections, and attach a resource manager whose
+per-peer rate-limiter state grows with every distinct peer ID (call limits live
+in rpc/ instead). Here:
+
+- security: `/noise` only; muxer: `/yamux/1.0.0` only (DESIGN.md, wire contracts);
+- dials go to one given address at a time (`Swarm.dial_addr`, ~7 ms on
+  loopback), never to addresses a peer advertised about itself;
+  `ConnectionConfig(max_connections_per_peer=1)` also stops the library's own
+  `dial_peer` (its fallback when a stream is opened on a dropped connection)
+  from waiting 250 ms for a second and third connection;
+- `RetryConfig(max_retries=0)`: a refused dial fails at once;
+- `GbrSwarm` (see swarm.py): inbound slots freed on close, no auto-dialing;
+- a network notifee closes every inbound connection whose peer ID the caller's
+  trust predicate rejects, and each stream handler checks the peer ID again,
+  since a stream can arrive before the notifee runs. Peer IDs are those
+  authenticated by the Noise handshake.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+
+import multiaddr
+import trio
+from libp2p.abc import INetConn, INetStream, INetwork, INotifee
+from libp2p.crypto.keys import KeyPair
+from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
+from libp2p.custom_types import TProtocol
+from libp2p.host.basic_host import BasicHost
+from libp2p.network.config import ConnectionConfig, RetryConfig
+from libp2p.peer.id import ID
+from libp2p.peer.peerstore import PeerStore
+from libp2p.rcmgr import Direction
+from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
+from libp2p.security.noise.transport import Transport as NoiseTransport
+from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
+from libp2p.stream_muxer.yamux.yamux import Yamux
+from libp2p.transport.tcp.tcp import TCP
+from libp2p.transport.upgrader import TransportUpgrader
+
+from gbr_node.errors import GbrError, PeerUnreachable
+from gbr_node.p2p.addresses import (
+    check_port_free,
+    dialable,
+    listen_multiaddr,
+    parse_multiaddr,
+    parse_peer_id,
+    without_p2p,
+)
+from gbr_node.p2p.dial_errors import explain_dial_failure
+from gbr_node.p2p.logs import route_libp2p_logs
+from gbr_node.p2p.stream import Libp2pByteStream
+from gbr_node.p2p.swarm import GbrSwarm
+
+__all__ = ["DEFAULT_DIAL_TIMEOUT_S", "P2PHost", "StreamHandler", "open_host"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DIAL_TIMEOUT_S = 10.0
+
+StreamHandler = Callable[[Libp2pByteStream, str], Awaitable[None]]
+"""An inbound stream handler: `(stream, remote_peer_id)`; the host closes the stream after."""
+
+
+class P2PHost:
+    """A running libp2p host; obtain one from `open_host()`.
+
+    Attributes (read-only): `peer_id` (base58), `addrs` (full dialable
+    multiaddrs ending in `/p2p/<peer ID>`), `security_protocols` and
+    `muxer_protocols` (the protocol IDs the connection upgrader offers and
+    accepts, in preference order).
+    """
+
+    def __init__(self, host: BasicHost, is_trusted: Callable[[str], bool]) -> None:
+        self._host = host
+        self._is_trusted = is_trusted
+        self._address_book: dict[ID, list[multiaddr.Multiaddr]] = {}
+        self._dial_locks: dict[ID, trio.Lock] = {}
+
+    @property
+    def peer_id(self) -> str:
+        return self._host.get_id().to_base58()
+
+    @property
+    def addrs(self) -> tuple[str, ...]:
+        suffix = f"/p2p/{self.peer_id}"
+        bound = self._host.get_transport_addrs()
+        return tuple(f"{addr}{suffix}" for each in bound for addr in dialable(each))
+
+    @property
+    def security_protocols(self) -> tuple[str, ...]:
+        return tuple(self._swarm.upgrader.security_multistream.transports)
+
+    @property
+    def muxer_protocols(self) -> tuple[str, ...]:
+        return tuple(self._swarm.upgrader.muxer_multistream.transports)
+
+    @property
+    def _swarm(self) -> GbrSwarm:
+        return self._host.get_network()  # type: ignore[return-value]
+
+    def set_stream_handler(
+        self, protocol_id: str, handler: StreamHandler, *, require_trust: bool = True
+    ) -> None:
+        """Serve inbound streams of `protocol_id` with `handler(stream, remote_peer_id)`.
+
+        With `require_trust`, a stream from a peer the trust predicate rejects
+        (asked anew for each stream) is reset and `handler` never runs. The
+        stream is closed when `handler` returns; an exception escaping
+        `handler` is logged on this module's logger and resets the stream,
+        never the connection or the host. Replaces any earlier handler.
+        """
+
+        async def _on_stream(net_stream: INetStream) -> None:
+            remote = net_stream.muxed_conn.peer_id.to_base58()
+            if require_trust and not self._is_trusted(remote):
+                logger.info("refused %s stream from untrusted peer %s", protocol_id, remote)
+                await _reset_quietly(net_stream)
+                return
+            stream = Libp2pByteStream(net_stream, remote, protocol_id)
+            try:
+                await handler(stream, remote)
+            except Exception:
+                logger.exception("%s handler failed for peer %s", protocol_id, remote)
+                await _reset_quietly(net_stream)
+            finally:
+                await stream.aclose()
+
+        self._host.set_stream_handler(TProtocol(protocol_id), _on_stream)
+
+    def add_addrs(self, peer_id: str, multiaddrs: Sequence[str]) -> None:
+        """Remember where to dial `peer_id` (e.g. a trusted peer's profile `addrs`).
+
+        Only addresses given here, or in a multiaddr target, are ever dialed;
+        addresses a peer advertises about itself are not. Adds to earlier ones.
+
+        Raises:
+            GbrError: `peer_id` is not a base58 peer ID, or a multiaddr does not
+                parse or names a different peer in its `/p2p/` part.
+        """
+        pid = parse_peer_id(peer_id, "peer_id")
+        book = self._address_book.setdefault(pid, [])
+        for text in multiaddrs:
+            addr = parse_multiaddr(text, "multiaddrs")
+            named = addr.get_peer_id()
+            if named is not None and named != peer_id:
+                raise GbrError(f"multiaddrs: {text!r} names peer {named}, not {peer_id}")
+            addr = without_p2p(addr)
+            if addr not in book:
+                book.append(addr)
+
+    async def connect(self, target: str, *, timeout_s: float = DEFAULT_DIAL_TIMEOUT_S) -> str:
+        """Make sure a connection to `target` exists (dial + Noise + Yamux); return its peer ID.
+
+        `target` is a full multiaddr ending in `/p2p/<peer ID>` (only that
+        address is dialed), or a bare peer ID whose addresses were given to
+        `add_addrs()` (tried in order). An open connection to the peer is
+        reused; concurrent calls for one peer share one dial. Cancellation
+        leaves no half-open connection behind.
+
+        Raises:
+            GbrError: `target` is neither a peer ID nor such a multiaddr.
+            PeerUnreachable: no known address, refused, no answer within
+                `timeout_s` seconds, Noise failure, or another peer ID answered.
+        """
+        pid, addrs = self._resolve_target(target)
+        lock = self._dial_locks.setdefault(pid, trio.Lock())
+        try:
+            async with lock:
+                if self._has_live_connection(pid):
+                    return pid.to_base58()
+                if not addrs:
+                    raise PeerUnreachable(
+                        f"{target}: no known address; dial a full multiaddr ending in "
+                        "/p2p/<peer ID> or list the peer's addrs in the profile"
+                    )
+                await self._dial_any(target, pid, addrs, timeout_s)
+        finally:
+            if lock.statistics().tasks_waiting == 0 and not lock.locked():
+                self._dial_locks.pop(pid, None)
+        return pid.to_base58()
+
+    async def _dial_any(
+        self, target: str, pid: ID, addrs: Sequence[multiaddr.Multiaddr], timeout_s: float
+    ) -> None:
+        failures = []
+        try:
+            with trio.fail_after(timeout_s):
+                for addr in addrs:
+                    try:
+                        await self._swarm.dial_addr(addr, pid)
+                        return
+                    except Exception as exc:
+                        failures.append((addr, exc))
+        except trio.TooSlowError as exc:
+            raise PeerUnreachable(f"{target}: no connection within {timeout_s:g} s") from exc
+        if len(failures) == 1:
+            reasons = explain_dial_failure(failures[0][1])
+        else:
+            reasons = "; ".join(f"{addr}: {explain_dial_failure(exc)}" for addr, exc in failures)
+        raise PeerUnreachable(f"{target}: {reasons}") from failures[-1][1]
+
+    async def new_stream(
+        self, target: str, protocol_id: str, *, timeout_s: float = DEFAULT_DIAL_TIMEOUT_S
+    ) -> Libp2pByteStream:
+        """Open a stream speaking `protocol_id` to `target`, dialing first if needed.
+
+        `target` is as for `connect()`; `timeout_s` (seconds) bounds dialing
+        and protocol negotiation together. The caller owns the returned stream
+        and must `aclose()` it.
+
+        Raises:
+            GbrError: `target` is neither a peer ID nor a `/p2p/` multiaddr.
+            PeerUnreachable: as for `connect()`, or the peer does not support
+                `protocol_id`, or the connection broke while negotiating.
+        """
+        pid = parse_peer_id(await self.connect(target, timeout_s=timeout_s), "target")
+        try:
+            with trio.fail_after(timeout_s):
+                net_stream = await self._host.new_stream(pid, [TProtocol(protocol_id)])
+        except trio.TooSlowError as exc:
+            raise PeerUnreachable(
+                f"{target}: {protocol_id} not negotiated within {timeout_s:g} s"
+            ) from exc
+        except Exception as exc:
+            reason = explain_dial_failure(exc, protocol_id=protocol_id)
+            raise PeerUnreachable(f"{target}: {reason}") from exc
+        return Libp2pByteStream(net_stream, pid.to_base58(), protocol_id)
+
+    async def disconnect(self, peer_id: str) -> None:
+        """Close every connection to `peer_id` (takes ~0.2 s inside py-libp2p); no-op if none."""
+        await self._host.disconnect(parse_peer_id(peer_id, "peer_id"))
+
+    def connected_peers(self) -> tuple[str, ...]:
+        """Peer IDs with at least one open connection, in no particular order."""
+        return tuple(
+            pid.to_base58() for pid in self._swarm.connections if self._has_live_connection(pid)
+        )
+
+    async def drop_untrusted(self) -> int:
+        """Close inbound connections of peers the trust predicate now rejects.
+
+        Call after the trust list changes (a hot-reloaded profile). Returns the
+        number of peers disconnected. Outbound connections, which this node
+        chose to make, are kept.
+        """
+        dropped = 0
+        for pid, conns in list(self._swarm.connections.items()):
+            if self._is_trusted(pid.to_base58()):
+                continue
+            inbound = [c for c in conns if getattr(c, "direction", None) == Direction.INBOUND]
+            for conn in inbound:
+                await conn.close()
+            dropped += bool(inbound)
+        return dropped
+
+    def _has_live_connection(self, pid: ID) -> bool:
+        # a closing connection stays listed for ~0.2 s while py-libp2p tears it down
+        return any(not conn.is_closed for conn in self._swarm.get_connections(pid))
+
+    def _resolve_target(self, target: str) -> tuple[ID, list[multiaddr.Multiaddr]]:
+        """Return (peer ID, addresses to dial) for a peer ID or a /p2p/ multiaddr."""
+        if not target.startswith("/"):
+            pid = parse_peer_id(target, "target")
+            return pid, list(self._address_book.get(pid, ()))
+        addr = parse_multiaddr(target, "target")
+        named = addr.get_peer_id()
+        if named is None or addr.protocols()[-1].name != "p2p":
+            raise GbrError(f"target: multiaddr {target!r} must end in /p2p/<peer ID>")
+        return parse_peer_id(named, "target"), [without_p2p(addr)]
+
+
+class _InboundTrustGate(INotifee):
+    """Closes each inbound connection whose Noise-authenticated peer ID is not trusted."""
+
+    def __init__(self, is_trusted: Callable[[str], bool]) -> None:
+        self._is_trusted = is_trusted
+
+    async def connected(self, network: INetwork, conn: INetConn) -> None:
+        if getattr(conn, "direction", None) != Direction.INBOUND:
+            return
+        remote = conn.muxed_conn.peer_id.to_base58()
+        if not self._is_trusted(remote):
+            logger.info("closing inbound connection from untrusted peer %s", remote)
+            await conn.close()
+
+    async def disconnected(self, network: INetwork, conn: INetConn) -> None:
+        return None
+
+    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
+        return None
+
+    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
+        return None
+
+    async def listen(self, network: INetwork, multiaddr: multiaddr.Multiaddr) -> None:
+        return None
+
+    async def listen_close(self, network: INetwork, multiaddr: multiaddr.Multiaddr) -> None:
+        return None
+
+
+@asynccontextmanager
+async def open_host(
+    keypair: KeyPair,
+    listen: Sequence[str],
+    *,
+    is_trusted: Callable[[str], bool],
+    close_untrusted: bool = True,
+    log_handler: logging.Handler | None = None,
+) -> AsyncIterator[P2PHost]:
+    """Run a libp2p host with identity `keypair`, listening on every multiaddr in `listen`.
+
+    `listen` holds `/ip4/A/tcp/P` or `/ip6/A/tcp/P` multiaddrs (port 0 picks a
+    free port; `P2PHost.addrs` reports the bound ones); it may be empty for a
+    dial-only host. `is_trusted(peer_id)` is asked on each inbound connection
+    (when `close_untrusted`) and each inbound stream of a handler registered
+    with `require_trust`, so it may read state that changes on hot reload;
+    `lambda _: True` admits everyone. With `close_untrusted=False`, untrusted
+    peers stay connected so that a handler registered with `require_trust=False`
+    can answer them itself (e.g. with an "unauthorized" error). py-libp2p's
+    own log records go to
+    `log_handler` (discarded when None), never to the terminal; see logs.py.
+    On exit every connection and listener is closed.
+
+    Raises:
+        GbrError: a listen multiaddr does not parse, is not plain TCP, its
+            port is already in use, or listening failed for another reason.
+    """
+    route_libp2p_logs(log_handler)
+    maddrs = [listen_multiaddr(text) for text in listen]
+    for maddr in maddrs:
+        check_port_free(maddr)
+    host = _build_host(keypair)
+    if close_untrusted:
+        host.get_network().register_notifee(_InboundTrustGate(is_trusted))
+    async with host.run(listen_addrs=[]):
+        swarm = host.get_network()
+        if maddrs:
+            await swarm.listen(*maddrs)
+        failed = [str(m) for m in maddrs if str(m) not in swarm.listeners]
+        if failed:
+            raise GbrError(f"could not listen on {', '.join(failed)} (details in the libp2p log)")
+        yield P2PHost(host, is_trusted)
+
+
+def _build_host(keypair: KeyPair) -> BasicHost:
+    peer_id = ID.from_pubkey(keypair.public_key)
+    noise = NoiseTransport(keypair, noise_privkey=create_x25519_key_pair().private_key)
+    upgrader = TransportUpgrader(
+        secure_transports_by_protocol={NOISE_PROTOCOL_ID: noise},
+        muxer_transports_by_protocol={YAMUX_PROTOCOL_ID: Yamux},
+    )
+    peerstore = PeerStore()
+    peerstore.add_key_pair(peer_id, keypair)
+    swarm = GbrSwarm(
+        peer_id,
+        peerstore,
+        upgrader,
+        transports=[TCP()],
+        retry_config=RetryConfig(max_retries=0),
+        connection_config=ConnectionConfig(max_connections_per_peer=1),
+    )
+    return BasicHost(network=swarm, disable_identify_address_discovery=True)
+
+
+async def _reset_quietly(net_stream: INetStream) -> None:
+    try:
+        await net_stream.reset()
+    except Exception:  # already gone: nothing left to release
+        return

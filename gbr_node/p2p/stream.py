@@ -1,0 +1,117 @@
+"""A libp2p stream seen as a plain byte stream, the interface the RPC layer depends on.
+
+`Libp2pByteStream` has the shape of `trio.abc.Stream` that gbr_node/rpc/
+expects (`receive_some`, `send_all`, `aclose`), so rpc/ never imports libp2p
+(STYLE.md, layers import downwards only). `NetStream.read(n)` may return fewer
+than `n` bytes, as a socket does; callers loop (rpc/ frames its messages).
+"""
+
+from __future__ import annotations
+
+import trio
+from libp2p.abc import INetStream
+from libp2p.network.stream.exceptions import StreamEOF, StreamError
+
+from gbr_node.errors import PeerUnreachable
+
+__all__ = ["DEFAULT_RECEIVE_BYTES", "Libp2pByteStream", "StreamBroken"]
+
+DEFAULT_RECEIVE_BYTES = 64 * 1024
+
+
+class StreamBroken(PeerUnreachable):
+    """The peer reset the stream, or its connection dropped, mid-exchange."""
+
+
+class Libp2pByteStream:
+    """One libp2p stream (already past protocol negotiation) as a byte stream.
+
+    Attributes:
+        remote_peer_id: base58 peer ID at the other end, as authenticated by
+            the Noise handshake of the stream's connection.
+        protocol_id: the protocol negotiated on this stream, e.g. `/gbr/mcp/1.0.0`.
+    """
+
+    def __init__(self, stream: INetStream, remote_peer_id: str, protocol_id: str) -> None:
+        self._stream = stream
+        self.remote_peer_id = remote_peer_id
+        self.protocol_id = protocol_id
+        self._eof = False
+        self._closed = False
+
+    async def receive_some(self, max_bytes: int = DEFAULT_RECEIVE_BYTES) -> bytes:
+        """Return the next 1..`max_bytes` bytes, or b"" once the peer has closed its side.
+
+        Waits until at least one byte or the end of the stream arrives; every
+        later call after the end also returns b"". Cancellation leaves the
+        stream usable and loses no data.
+
+        Raises:
+            ValueError: `max_bytes` is less than 1.
+            StreamBroken: the peer reset the stream or the connection dropped.
+            trio.ClosedResourceError: `aclose()` was called before.
+        """
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
+        if self._closed:
+            raise trio.ClosedResourceError("stream was closed locally")
+        if self._eof:
+            return b""
+        try:
+            data = await self._stream.read(max_bytes)
+        except StreamEOF as exc:
+            # py-libp2p 0.8.1's Yamux forgets a stream once its RST arrives, and
+            # later reads report EOF; its `reset_received` flag tells them apart.
+            if getattr(self._stream.muxed_stream, "reset_received", False):
+                raise StreamBroken(f"peer {self.remote_peer_id} reset the stream") from exc
+            data = b""
+        except StreamError as exc:  # StreamReset, StreamClosed, StreamError
+            raise StreamBroken(f"stream from peer {self.remote_peer_id} broke: {exc!r}") from exc
+        if not data:
+            self._eof = True
+        return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Send all of `data` (may be empty) to the peer.
+
+        Cancellation may leave part of `data` sent; the stream should then be
+        closed, as with any trio stream.
+
+        Raises:
+            StreamBroken: the peer reset the stream, closed its read side, or the
+                connection dropped.
+            trio.ClosedResourceError: `aclose()` was called before.
+        """
+        if self._closed:
+            raise trio.ClosedResourceError("stream was closed locally")
+        if not data:
+            return
+        try:
+            await self._stream.write(bytes(data))
+        except StreamError as exc:
+            raise StreamBroken(f"stream to peer {self.remote_peer_id} broke: {exc!r}") from exc
+
+    async def aclose(self) -> None:
+        """Close the stream: the peer reads end-of-stream after what was sent.
+
+        Idempotent. A stream that cannot close gracefully (it is already
+        broken, or the call is cancelled) is reset instead; nothing is raised
+        but `trio.Cancelled`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._stream.close()
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await self._reset_quietly()
+            raise
+        except Exception:
+            await self._reset_quietly()
+
+    async def _reset_quietly(self) -> None:
+        try:
+            await self._stream.reset()
+        except Exception:  # already gone: nothing left to release
+            return
