@@ -16,6 +16,7 @@ The tree says who is at fault (STYLE.md, "Errors say who is at fault"):
     │   ├── LocalProtocolError   we would send something invalid
     │   └── RemoteProtocolError  the peer sent something invalid
     ├── PeerUnreachable     dial failed: refused, timeout, Noise failure, wrong peer ID
+    │   └── StreamBroken    the stream ended or was reset mid-exchange
     ├── CallTimeout         a remote call or a command ran past its time limit
     └── ModelError          the model server answered with an error or broke the stream
 
@@ -129,6 +130,11 @@ class RemoteProtocolError(RpcError):
 
 class PeerUnreachable(GbrError):
     """A peer could not be reached: refused, timed out, Noise failed or wrong peer ID."""
+
+
+class StreamBroken(PeerUnreachable):
+    """A stream ended, was reset, or its connection dropped before a whole
+    message was exchanged: the peer went away mid-call."""
 
 
 class CallTimeout(GbrError):

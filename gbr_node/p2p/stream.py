@@ -12,15 +12,11 @@ import trio
 from libp2p.abc import INetStream
 from libp2p.network.stream.exceptions import StreamEOF, StreamError
 
-from gbr_node.errors import PeerUnreachable
+from gbr_node.errors import StreamBroken
 
 __all__ = ["DEFAULT_RECEIVE_BYTES", "Libp2pByteStream", "StreamBroken"]
 
 DEFAULT_RECEIVE_BYTES = 64 * 1024
-
-
-class StreamBroken(PeerUnreachable):
-    """The peer reset the stream, or its connection dropped, mid-exchange."""
 
 
 class Libp2pByteStream:

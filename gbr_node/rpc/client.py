@@ -10,7 +10,7 @@ Errors a call can raise, by whose fault (errors.py):
   a JSON-RPC error;
 - `RemoteProtocolError`: the peer's answer broke the protocol;
 - `LocalProtocolError`: our own request could not be sent as asked;
-- `StreamClosed` (a `PeerUnreachable`): the stream ended or was reset before
+- `StreamBroken` (a `PeerUnreachable`): the stream ended or was reset before
   the answer arrived (peer gone, process killed mid-call); the stream
   adapter's own `GbrError` for a broken stream passes through unchanged;
 - `CallTimeout`: no answer within `timeout_s`.
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import trio
 from pydantic import BaseModel, ValidationError
 
-from gbr_node.errors import CallTimeout, LocalProtocolError, RemoteProtocolError
+from gbr_node.errors import CallTimeout, LocalProtocolError, RemoteProtocolError, StreamBroken
 from gbr_node.rpc.codes import INVALID_REQUEST, TOO_LARGE, error_from_wire
 from gbr_node.rpc.framing import FrameDecoder
 from gbr_node.rpc.messages import (
@@ -40,7 +40,7 @@ from gbr_node.rpc.messages import (
     describe_validation_error,
     encode_message,
 )
-from gbr_node.rpc.stream import ByteStream, StreamClosed, read_frame, write_frame
+from gbr_node.rpc.stream import ByteStream, read_frame, write_frame
 
 _request_ids = itertools.count(1)
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -77,8 +77,8 @@ async def call(
         await write_frame(stream, body)
         try:
             frame = await read_frame(stream, FrameDecoder(max_message_bytes), timeout_s)
-        except StreamClosed as exc:
-            raise StreamClosed(f"{method}: the peer closed the stream without answering") from exc
+        except StreamBroken as exc:
+            raise StreamBroken(f"{method}: the peer closed the stream without answering") from exc
         return _result_of(decode_message(frame), request)
     raise CallTimeout(f"{method}: no response within {timeout_s} s")
 
@@ -91,7 +91,7 @@ async def notify(
     Raises:
         LocalProtocolError: `method` does not start with "notifications/" (the
             only notifications the protocol defines; others would be dropped).
-        StreamClosed: the stream was reset or closed.
+        StreamBroken: the stream was reset or closed.
         CallTimeout: the frame could not be written within `timeout_s` seconds.
     """
     if not method.startswith("notifications/"):

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import trio
 
-from gbr_node.errors import CallTimeout, PeerUnreachable, RemoteProtocolError
+from gbr_node.errors import CallTimeout, RemoteProtocolError, StreamBroken
 from gbr_node.rpc.codes import PARSE_ERROR
 from gbr_node.rpc.framing import FrameDecoder, encode_frame
 
@@ -34,7 +34,7 @@ class ByteStream(Protocol):
       BUSY and TOO_LARGE without reading the request). Idempotent; must not
       raise when the peer is already gone.
 
-    The trio errors become `StreamClosed` here; an adapter's `GbrError`
+    The trio errors become `StreamBroken` here; an adapter's `GbrError`
     passes through unchanged.
     """
 
@@ -43,13 +43,6 @@ class ByteStream(Protocol):
     async def send_all(self, data: bytes | bytearray | memoryview) -> None: ...
 
     async def aclose(self) -> None: ...
-
-
-class StreamClosed(PeerUnreachable):
-    """The stream ended (EOF, reset or closed) before a whole message could be exchanged.
-
-    A `PeerUnreachable`: the peer went away (or never answered) mid-exchange.
-    """
 
 
 async def read_frame(stream: ByteStream, decoder: FrameDecoder, timeout_s: float) -> bytes:
@@ -63,7 +56,7 @@ async def read_frame(stream: ByteStream, decoder: FrameDecoder, timeout_s: float
     Raises:
         RemoteProtocolError: TOO_LARGE or -32700 from the decoder, or -32700
             when the stream ends inside a frame.
-        StreamClosed: EOF before any byte of a frame, or the stream was reset
+        StreamBroken: EOF before any byte of a frame, or the stream was reset
             or closed.
         CallTimeout: no whole frame within `timeout_s`. Cancellation leaves the
             stream in an unknown state: close it.
@@ -73,14 +66,14 @@ async def read_frame(stream: ByteStream, decoder: FrameDecoder, timeout_s: float
             try:
                 chunk = await stream.receive_some(RECEIVE_CHUNK)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise StreamClosed(f"stream broken while reading a frame: {exc}") from exc
+                raise StreamBroken(f"stream broken while reading a frame: {exc}") from exc
             if not chunk:
                 if decoder.buffered:
                     raise RemoteProtocolError(
                         PARSE_ERROR,
                         f"stream ended inside a frame ({decoder.buffered} bytes received)",
                     )
-                raise StreamClosed("stream ended before a frame arrived")
+                raise StreamBroken("stream ended before a frame arrived")
             frames = decoder.feed(bytes(chunk))
             if frames:
                 return frames[0]
@@ -93,9 +86,9 @@ async def write_frame(stream: ByteStream, body: bytes) -> None:
     No time limit of its own: wrap it in `trio.move_on_after` / `fail_after`.
 
     Raises:
-        StreamClosed: the stream was reset or closed before all bytes were sent.
+        StreamBroken: the stream was reset or closed before all bytes were sent.
     """
     try:
         await stream.send_all(encode_frame(body))
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise StreamClosed(f"stream broken while writing a frame: {exc}") from exc
+        raise StreamBroken(f"stream broken while writing a frame: {exc}") from exc

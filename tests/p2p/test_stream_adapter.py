@@ -7,8 +7,8 @@ import os
 import pytest
 import trio
 
-from gbr_node.errors import PeerUnreachable
-from gbr_node.p2p.stream import Libp2pByteStream, StreamBroken
+from gbr_node.errors import PeerUnreachable, StreamBroken
+from gbr_node.p2p.stream import Libp2pByteStream
 
 from .helpers import ECHO, echo_round_trip, receive_exactly, running_host
 

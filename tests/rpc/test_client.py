@@ -15,11 +15,11 @@ from gbr_node.errors import (
     LocalProtocolError,
     PeerUnreachable,
     RemoteProtocolError,
+    StreamBroken,
 )
 from gbr_node.rpc import client, codes
 from gbr_node.rpc.framing import FrameDecoder, encode_frame
 from gbr_node.rpc.server import Limits, RpcServer
-from gbr_node.rpc.stream import StreamClosed
 from tests.rpc.hosts import (
     HOST_SPEC,
     TRUSTED,
@@ -142,7 +142,7 @@ def frame(value: object) -> bytes:
 
 async def test_a_peer_that_closes_without_answering_gives_stream_closed() -> None:
     error = await scripted_peer(None)
-    assert isinstance(error, StreamClosed) and "without answering" in str(error)
+    assert isinstance(error, StreamBroken) and "without answering" in str(error)
 
 
 @pytest.mark.parametrize(
@@ -179,7 +179,7 @@ async def test_a_reset_stream_gives_stream_closed() -> None:
         async def aclose(self) -> None:
             pass
 
-    with pytest.raises(StreamClosed) as caught:
+    with pytest.raises(StreamBroken) as caught:
         await client.call(ResetStream(), "tools/list", None, **LIMITS)
     assert isinstance(caught.value, PeerUnreachable)
 

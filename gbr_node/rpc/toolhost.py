@@ -1,0 +1,96 @@
+"""The node's `ToolHost`: trust and grants from the active profile, tools from its registry.
+
+Security model (DESIGN.md): a peer is served only if its peer ID is trusted
+in the active profile's `[peers]`, and then only the tools granted to it;
+remote calls run through the same registry, sandbox and profile as local
+ones. The snapshot is read once per stream (`authorize`), so a hot reload
+applies from the next inbound call on and a call in flight keeps the rules
+it started with (ADR-0012a).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+
+from gbr_node.config.profile import TrustedPeer
+from gbr_node.errors import UnknownTool
+
+
+class ToolRegistry(Protocol):
+    """What a grant needs of `tools.registry.Registry`."""
+
+    def specs(self) -> list[dict[str, Any]]: ...
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The rules in force: trusted peers by alias, and the tool registry."""
+
+    peers: Mapping[str, TrustedPeer]
+    registry: ToolRegistry
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one trusted peer may do, fixed when its stream was authorized."""
+
+    peer_id: str
+    alias: str
+    peer: TrustedPeer
+    registry: ToolRegistry
+
+
+Notify = Callable[[Grant, str, dict[str, Any]], Awaitable[None]]
+
+
+class ProfileToolHost:
+    """Serves the registry to the peers the current profile trusts.
+
+    Args:
+        current: returns the snapshot in force (changes on hot reload).
+        on_notify: receives `notifications/*` from trusted peers, or None to
+            ignore them.
+    """
+
+    def __init__(self, current: Callable[[], Snapshot], on_notify: Notify | None = None) -> None:
+        self._current = current
+        self._on_notify = on_notify
+
+    def alias_of(self, peer_id: str) -> str | None:
+        """The alias of a trusted peer ID in the current profile, or None."""
+        for alias, peer in self._current().peers.items():
+            if peer.peer_id == peer_id:
+                return alias
+        return None
+
+    def authorize(self, peer_id: str) -> Grant | None:
+        """The peer's grant, or None when the current profile does not trust it."""
+        snapshot = self._current()
+        for alias, peer in snapshot.peers.items():
+            if peer.peer_id == peer_id:
+                return Grant(peer_id, alias, peer, snapshot.registry)
+        return None
+
+    def list_tools(self, grant: Grant) -> list[dict[str, Any]]:
+        """MCP specs of the tools granted to this peer that are enabled here."""
+        return [s for s in grant.registry.specs() if grant.peer.may_call(s["name"])]
+
+    async def call_tool(self, grant: Grant, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run a granted tool in a worker thread; UnknownTool when not granted or absent."""
+        if not grant.peer.may_call(name):
+            raise UnknownTool(f"unknown tool {name!r}")
+        result = await trio.to_thread.run_sync(
+            grant.registry.call, name, arguments, abandon_on_cancel=True
+        )
+        return result.to_mcp()
+
+    async def notify(self, grant: Grant, method: str, params: dict[str, Any]) -> None:
+        """Pass a notification from a trusted peer on (e.g. approval outcomes)."""
+        if self._on_notify is not None:
+            await self._on_notify(grant, method, params)
