@@ -36,6 +36,19 @@ def _load(args: argparse.Namespace):
     return load_profile(_project_dir(args), _env_name(args))
 
 
+def _json_object(text: str, what: str) -> dict | None:
+    """`text` parsed as a JSON object, or None after printing what is wrong."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        print(f"gbr-node: {what} is not valid JSON: {exc}", file=sys.stderr)
+        return None
+    if not isinstance(value, dict):
+        print(f"gbr-node: {what} must be a JSON object", file=sys.stderr)
+        return None
+    return value
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     """Write `.gbr_envs/default.toml` (the packaged template) unless it exists."""
     from gbr_node.config.loader import default_template
@@ -75,13 +88,8 @@ def cmd_tool(args: argparse.Namespace) -> int:
     from gbr_node.sandbox import Sandbox
     from gbr_node.tools.registry import build_registry
 
-    try:
-        arguments = json.loads(args.arguments)
-    except json.JSONDecodeError as exc:
-        print(f"gbr-node: JSON-ARGS is not valid JSON: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if not isinstance(arguments, dict):
-        print("gbr-node: JSON-ARGS must be a JSON object", file=sys.stderr)
+    arguments = _json_object(args.arguments, "JSON-ARGS")
+    if arguments is None:
         return EXIT_USAGE
     loaded = _load(args)
     sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
@@ -104,20 +112,60 @@ def cmd_tool(args: argparse.Namespace) -> int:
     return EXIT_FAILED if result.is_error else EXIT_OK
 
 
+def _settings(args: argparse.Namespace):
+    from gbr_node import node
+
+    listen = getattr(args, "listen", None)
+    return node.NodeSettings(
+        project_dir=_project_dir(args),
+        env=_env_name(args),
+        identity=Path(args.identity) if args.identity else None,
+        listen=tuple(listen) if listen else None,
+        resume=getattr(args, "resume", False),
+        base_url=getattr(args, "base_url", None),
+        model=getattr(args, "model", None),
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Start the node with its REPL: `gbr-node run`."""
     import trio
 
     from gbr_node import node
 
-    settings = node.RunSettings(
-        project_dir=_project_dir(args),
-        env=_env_name(args),
-        resume=args.resume,
-        base_url=args.base_url,
-        model=args.model,
-    )
-    return trio.run(node.run_interactive, settings)
+    return trio.run(node.run_interactive, _settings(args))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve this node's tools to trusted peers: `gbr-node serve`."""
+    import trio
+
+    from gbr_node import node
+
+    return trio.run(node.serve, _settings(args))
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    """Call one tool on a peer: `gbr-node call TARGET TOOL [JSON-ARGS]` or `--list`."""
+    import trio
+
+    from gbr_node import node
+
+    if not args.list and not args.tool:
+        print("gbr-node: call needs TOOL (or --list)", file=sys.stderr)
+        return EXIT_USAGE
+    arguments = _json_object(args.arguments, "JSON-ARGS")
+    if arguments is None:
+        return EXIT_USAGE
+    tool = None if args.list else args.tool
+    return trio.run(node.call_once, _settings(args), args.target, tool, arguments)
+
+
+def cmd_id(args: argparse.Namespace) -> int:
+    """Print this node's peer ID and multiaddrs: `gbr-node id`."""
+    from gbr_node import node
+
+    return node.identity(_settings(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,13 +182,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--env", metavar="NAME", help="profile .gbr_envs/NAME.toml (default: $GBR_ENV or default)"
     )
+    parser.add_argument(
+        "--identity",
+        metavar="PATH",
+        help="Ed25519 key file (default: ~/.config/gbr-node/identity.key)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("run", help="start the node and talk to its agent in this terminal")
     p.add_argument("--resume", action="store_true", help="continue the last session")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (overrides profile and env)")
     p.add_argument("--model", help="model name (overrides profile and env)")
+    _listen_flag(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("serve", help="serve this node's tools to trusted peers (headless)")
+    _listen_flag(p)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("call", help="call one tool on a peer and print the result")
+    p.add_argument("target", metavar="PEER", help="/p2p/ multiaddr, peer ID, or [peers] alias")
+    p.add_argument("tool", nargs="?", help="tool name")
+    p.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
+    p.add_argument("--list", action="store_true", help="list the tools the peer grants us")
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("id", help="print this node's peer ID and multiaddrs")
+    p.set_defaults(func=cmd_id)
+
+    from gbr_node.approvals.cli import add_parser as add_approvals_parser
+
+    add_approvals_parser(sub)
 
     p = sub.add_parser("init", help="create .gbr_envs/default.toml here if absent")
     p.set_defaults(func=cmd_init)
@@ -159,6 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the raw MCP result")
     p.set_defaults(func=cmd_tool)
     return parser
+
+
+def _listen_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--listen",
+        metavar="MULTIADDR",
+        action="append",
+        help="listen multiaddr, e.g. /ip4/127.0.0.1/tcp/4001 (repeatable; default: profile)",
+    )
 
 
 def _version() -> str:

@@ -1,7 +1,10 @@
 """Composition root: one nursery wiring the node's parts. Only `cli.py` imports it.
 
-`run_interactive` is `gbr-node run`: profile → sandbox → tool registry →
-model client → session (journaled) → agent runtime → REPL.
+- `run_interactive` (`gbr-node run`): profile → sandbox → tools → libp2p host
+  serving `/gbr/mcp/1.0.0` → model client → journaled session → agent → REPL.
+- `serve` (`gbr-node serve`): the same node without agent or REPL, serving
+  its tools to trusted peers and logging one line per call.
+- `call_once` (`gbr-node call`) and `identity` (`gbr-node id`).
 """
 
 from __future__ import annotations
@@ -9,8 +12,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -21,30 +27,40 @@ from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.config.loader import LoadedProfile, load_profile, render_effective
-from gbr_node.errors import GbrError, ModelError
+from gbr_node.errors import GbrError, ModelError, PeerUnreachable
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ClientSettings, ModelClient
+from gbr_node.p2p.host import P2PHost, open_host
+from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
+from gbr_node.p2p.remote import PeerDirectory
+from gbr_node.p2p.service import call_tool, describe_call, list_tools, serve_mcp
 from gbr_node.repl.app import Repl
-from gbr_node.repl.render import DIM, RED, RESET, Renderer
+from gbr_node.repl.render import DIM, RED, RESET, YELLOW, Renderer
+from gbr_node.rpc.codes import UnauthorizedPeer
+from gbr_node.rpc.server import CallRecord, Limits
+from gbr_node.rpc.toolhost import ProfileToolHost, Snapshot
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools.registry import Registry, build_registry
 
 log = logging.getLogger("gbr_node")
 OLLAMA_PROBE_TIMEOUT_S = 0.5
+EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """What `gbr-node run` was asked for on the command line."""
+class NodeSettings:
+    """What the command line asked for. `listen` None means the profile's `[node] listen`."""
 
     project_dir: Path
     env: str
+    identity: Path | None = None
+    listen: tuple[str, ...] | None = None
     resume: bool = False
     base_url: str | None = None
     model: str | None = None
 
 
-def setup_logging(project_dir: Path) -> Path:
+def setup_logging(project_dir: Path) -> logging.Handler:
     """Send every log record (ours and libraries') to `.gbr/node.log`, none to the terminal."""
     path = project_dir / ".gbr" / "node.log"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,25 +69,44 @@ def setup_logging(project_dir: Path) -> Path:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
-    return path
+    return handler
 
 
 class Node:
-    """The running node as the REPL sees it (`repl.app.NodeControl`)."""
+    """The rules in force (profile, sandbox, tool registry) and the parts built on them."""
 
-    def __init__(self, loaded: LoadedProfile, choice: ModelChoice, client: ModelClient | None):
+    def __init__(self, loaded: LoadedProfile) -> None:
+        self.apply_profile(loaded)
+        self.dispatcher = Dispatcher(lambda: self.registry)
+        self.peers: PeerDirectory | None = None
+        self.choice: ModelChoice | None = None
+        self.client: ModelClient | None = None
+        self.runtime: AgentRuntime
+
+    def apply_profile(self, loaded: LoadedProfile) -> None:
+        """Put a validated profile in force for every call that starts from now on."""
         self.loaded = loaded
-        self.choice = choice
-        self.client = client
         self.sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
         self.registry: Registry = build_registry(loaded.profile.tools, self.sandbox)
-        self.dispatcher = Dispatcher(lambda: self.registry)
-        self.runtime: AgentRuntime
+
+    def snapshot(self) -> Snapshot:
+        """Trusted peers and tools in force, for the RPC server."""
+        return Snapshot(self.loaded.profile.peers, self.registry)
+
+    def limits(self) -> Limits:
+        """The RPC limits of the profile's `[node]` table."""
+        return Limits.from_config(self.loaded.profile.node)
+
+    def is_trusted(self, peer_id: str) -> bool:
+        """True when the active profile trusts `peer_id`."""
+        return any(p.peer_id == peer_id for p in self.loaded.profile.peers.values())
+
+    # -- what the REPL asks (repl.app.NodeControl) ---------------------------
 
     def model(self) -> ModelClient:
         """The current model client; ModelError when none is configured."""
         if self.client is None:
-            raise ModelError(no_model_help(self.choice))
+            raise ModelError(NO_MODEL_HELP)
         return self.client
 
     def tools_lines(self) -> list[str]:
@@ -79,35 +114,146 @@ class Node:
         lines = []
         for tool in self.dispatcher.chat_tools():
             fn = tool["function"]
-            first = (fn.get("description") or "").strip().splitlines()[0:1]
-            lines.append(f"  {fn['name']:<16} {first[0] if first else ''}")
+            first = (fn.get("description") or "").strip().splitlines()[:1]
+            lines.append(f"  {fn['name']:<20} {first[0] if first else ''}")
         return lines
 
     def peers_lines(self) -> list[str]:
-        """`/peers`: trusted peers of the active profile."""
-        lines = []
-        for alias, peer in self.loaded.profile.peers.items():
-            tools = "*" if peer.tools == "*" else ", ".join(peer.tools) or "-"
-            lines.append(f"  {alias:<12} {peer.peer_id}  tools: {tools}")
-        return lines
+        """`/peers`: trusted peers and whether they are connected."""
+        return self.peers.lines() if self.peers else []
 
-    async def dial(self, multiaddr: str) -> str:
-        """`/dial`: not available until the P2P plane runs in `run`."""
-        raise GbrError("this node runs without a libp2p host yet; use `gbr-node call`")
+    async def dial(self, target: str) -> str:
+        """`/dial ALIAS|MULTIADDR`: connect to a trusted peer and learn its tools."""
+        if self.peers is None:
+            raise GbrError("this node has no libp2p host")
+        return await self.peers.dial(target)
 
     async def env_command(self, args: str) -> str:
         """`/env`: the active profile."""
         return f"profile {self.loaded.name} ({self.loaded.file})\n" + render_effective(self.loaded)
 
 
-def no_model_help(choice: ModelChoice) -> str:
-    """What to configure when no model is reachable."""
-    return (
-        "no model configured and no local Ollama answered at http://127.0.0.1:11434. Set one:\n"
-        "  export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-...\n"
-        "         OPENAI_MODEL=gpt-4o-mini\n"
-        "  or [model] base_url / model in the profile, or --base-url / --model"
-    )
+NO_MODEL_HELP = (
+    "no model configured and no local Ollama answered at http://127.0.0.1:11434. Set one:\n"
+    "  export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-...\n"
+    "         OPENAI_MODEL=gpt-4o-mini\n"
+    "  or [model] base_url / model in the profile, or --base-url / --model"
+)
+
+
+CallLog = Callable[[CallRecord, str | None], None]
+
+
+@asynccontextmanager
+async def _host(
+    node: Node,
+    settings: NodeSettings,
+    log_handler: logging.Handler,
+    on_call: CallLog,
+    listen: Sequence[str] | None = None,
+) -> AsyncIterator[P2PHost]:
+    """Run the libp2p host serving `/gbr/mcp/1.0.0`; wire the peer directory into the node."""
+    keypair = load_or_create_identity(settings.identity)
+    if listen is None:
+        listen = settings.listen if settings.listen is not None else node.loaded.profile.node.listen
+    async with open_host(
+        keypair, listen, is_trusted=node.is_trusted, close_untrusted=False, log_handler=log_handler
+    ) as host:
+        tool_host = ProfileToolHost(node.snapshot)
+        serve_mcp(
+            host,
+            tool_host,
+            node.limits,
+            on_call=lambda record: on_call(record, tool_host.alias_of(record.peer_id)),
+        )
+        node.peers = PeerDirectory(host, lambda: node.loaded.profile.peers, node.limits)
+        node.dispatcher.remote = node.peers
+        yield host
+
+
+def _log_call(record: CallRecord, alias: str | None) -> None:
+    log.info("served %s", describe_call(record, alias))
+
+
+async def serve(settings: NodeSettings) -> int:
+    """`gbr-node serve`: serve this node's tools to trusted peers until interrupted."""
+    handler = setup_logging(settings.project_dir)
+    node = Node(load_profile(settings.project_dir, settings.env))
+
+    def print_call(record: CallRecord, alias: str | None) -> None:
+        _log_call(record, alias)
+        print(describe_call(record, alias), flush=True)
+
+    async with _host(node, settings, handler, print_call) as host:
+        print(f"gbr-node {__version__} serving profile {node.loaded.name} as {host.peer_id}")
+        for addr in host.addrs:
+            print(f"  {addr}")
+        trusted = ", ".join(node.loaded.profile.peers) or "none (every call is refused)"
+        print(f"trusted peers: {trusted}", flush=True)
+        await trio.sleep_forever()
+    return EXIT_OK
+
+
+async def call_once(
+    settings: NodeSettings, target: str, tool: str | None, arguments: dict[str, Any]
+) -> int:
+    """`gbr-node call TARGET TOOL ARGS` (or `--list` when `tool` is None); prints the result.
+
+    `target` is a `/p2p/` multiaddr, a peer ID, or an alias of the active
+    profile's `[peers]` (if the project has profiles). Exit status: 0 ok,
+    1 tool error or refused call, 3 unreachable or unauthorized.
+    """
+    peer_addrs: tuple[str, ...] = ()
+    try:
+        peers = load_profile(settings.project_dir, settings.env).profile.peers
+    except GbrError:
+        peers = {}
+    if target in peers:
+        target, peer_addrs = peers[target].peer_id, peers[target].addrs
+    keypair = load_or_create_identity(settings.identity)
+    async with open_host(keypair, [], is_trusted=lambda _: False) as host:
+        if peer_addrs:
+            host.add_addrs(target, peer_addrs)
+        # Errors are handled inside the host's context: leaving it wraps them
+        # in the library's exception groups.
+        return await _call_and_print(host, target, tool, arguments)
+
+
+async def _call_and_print(
+    host: P2PHost, target: str, tool: str | None, arguments: dict[str, Any]
+) -> int:
+    limits = Limits()
+    try:
+        if tool is None:
+            for info in await list_tools(host, target, limits=limits):
+                summary = info.description.splitlines()[0] if info.description else ""
+                print(f"{info.name:<16} {summary}")
+            return EXIT_OK
+        result = await call_tool(host, target, tool, arguments, limits=limits)
+    except (PeerUnreachable, UnauthorizedPeer) as exc:
+        print(f"gbr-node: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except GbrError as exc:
+        print(f"gbr-node: refused: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    for item in result["content"]:
+        print(item.get("text", ""))
+    return EXIT_FAILED if result.get("isError") else EXIT_OK
+
+
+def identity(settings: NodeSettings) -> int:
+    """`gbr-node id`: print the peer ID and the multiaddrs peers would dial."""
+    peer_id = peer_id_of(load_or_create_identity(settings.identity))
+    print(peer_id)
+    try:
+        listen = (
+            settings.listen or load_profile(settings.project_dir, settings.env).profile.node.listen
+        )
+    except GbrError:
+        listen = ()
+    for addr in listen:
+        print(f"  {addr}/p2p/{peer_id}")
+    return EXIT_OK
 
 
 async def _probe_ollama(choice: ModelChoice) -> ModelChoice:
@@ -129,7 +275,7 @@ async def _probe_ollama(choice: ModelChoice) -> ModelChoice:
     return choice
 
 
-def _open_session(settings: RunSettings, loaded: LoadedProfile) -> tuple[Session, Journal, bool]:
+def _open_session(settings: NodeSettings, loaded: LoadedProfile) -> tuple[Session, Journal, bool]:
     previous = latest_journal(settings.project_dir) if settings.resume else None
     session = Session(loaded.system_prompt)
     if previous is not None:
@@ -143,48 +289,61 @@ def _open_session(settings: RunSettings, loaded: LoadedProfile) -> tuple[Session
     return session, journal, previous is not None
 
 
-async def run_interactive(settings: RunSettings) -> int:
+async def run_interactive(settings: NodeSettings) -> int:
     """`gbr-node run`: the whole node with its REPL; returns the exit status."""
-    setup_logging(settings.project_dir)
-    loaded = load_profile(settings.project_dir, settings.env)
+    handler = setup_logging(settings.project_dir)
+    node = Node(load_profile(settings.project_dir, settings.env))
     choice = choose_model(
-        loaded.profile.model, os.environ, base_url=settings.base_url, model=settings.model
+        node.loaded.profile.model, os.environ, base_url=settings.base_url, model=settings.model
     )
     if not choice.configured:
         choice = await _probe_ollama(choice)
-    client = None
+    node.choice = choice
     if choice.config.base_url and choice.config.model:
-        client = ModelClient(
+        node.client = ModelClient(
             ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
         )
-    node = Node(loaded, choice, client)
-    session, journal, resumed = _open_session(settings, loaded)
+    session, journal, resumed = _open_session(settings, node.loaded)
     machine = AgentMachine(session, node.dispatcher.chat_tools)
-    renderer = Renderer(color=sys.stdout.isatty())
+    renderer = Renderer(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
     node.runtime = AgentRuntime(machine, node.model, node.dispatcher, renderer)
-    _banner(node, renderer, resumed, len(session.entries) - 1)
     try:
-        async with trio.open_nursery() as nursery:
+        async with AsyncExitStack() as stack:
+            try:
+                host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
+            except GbrError as exc:
+                renderer.line(f"{YELLOW}not listening for peers ({exc}); dialing out only{RESET}")
+                host = await stack.enter_async_context(
+                    _host(node, settings, handler, _log_call, listen=())
+                )
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            _banner(node, host, renderer, resumed, len(session.entries) - 1)
             await nursery.start(node.runtime.run)
+            if node.peers is not None:
+                nursery.start_soon(node.peers.dial_known)
             await Repl(node, renderer).run()
             nursery.cancel_scope.cancel()
     finally:
         journal.close()
-        if client is not None:
+        if node.client is not None:
             with trio.CancelScope(shield=True):
-                await client.aclose()
-    return 0
+                await node.client.aclose()
+    return EXIT_OK
 
 
-def _banner(node: Node, renderer: Renderer, resumed: bool, messages: int) -> None:
+def _banner(
+    node: Node, host: P2PHost | None, renderer: Renderer, resumed: bool, messages: int
+) -> None:
     loaded = node.loaded
     renderer.line(f"gbr-node {__version__} · profile {loaded.name} · root {loaded.root}")
     if node.client is None:
-        renderer.line(f"{RED}{no_model_help(node.choice)}{RESET}")
-    else:
+        renderer.line(f"{RED}{NO_MODEL_HELP}{RESET}")
+    elif node.choice is not None:
         renderer.line(f"{DIM}model {node.choice.describe()}{RESET}")
+    if host is not None:
+        addrs = ", ".join(host.addrs) or host.peer_id
+        renderer.line(f"{DIM}peer {addrs}{RESET}")
     if resumed:
         renderer.line(f"{DIM}resumed the last session ({messages} messages){RESET}")
-    renderer.line(
-        f"{DIM}{len(node.registry.names())} tools · /help for commands · Ctrl-D leaves{RESET}"
-    )
+    count = len(node.registry.names())
+    renderer.line(f"{DIM}{count} tools · /help for commands · Ctrl-D leaves{RESET}")

@@ -31,14 +31,16 @@ class LocalTools(Protocol):
 
 
 class RemoteTools(Protocol):
-    """Tools of trusted peers, as the node's P2P side offers them.
+    """Tools of trusted peers, as the node's P2P side offers them (`p2p.remote.PeerDirectory`).
 
-    `specs()` gives MCP tool specs already named `ALIAS__TOOL`; `call` returns
-    the peer's MCP result dict or raises a `GbrError` (unreachable, refused,
-    timed out, ...).
+    `specs()` gives MCP tool specs (peers' tools named `ALIAS__TOOL`);
+    `handles(name)` says which names are its; `call` returns the MCP result
+    dict or raises a `GbrError` (unreachable, refused, timed out, ...).
     """
 
     def specs(self) -> list[dict[str, Any]]: ...
+
+    def handles(self, name: str) -> bool: ...
 
     async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -61,18 +63,19 @@ class Dispatcher:
     Args:
         local: returns the current registry snapshot (it changes on hot reload;
             a call keeps the snapshot it started with).
-        remote: the P2P side, or None on a node without peers.
+        remote: the P2P side, or None on a node without peers (may be set
+            later, once the host runs).
     """
 
     def __init__(self, local: Callable[[], LocalTools], remote: RemoteTools | None = None):
         self._local = local
-        self._remote = remote
+        self.remote = remote
 
     def chat_tools(self) -> list[dict[str, Any]]:
         """Every tool the model may call, as chat-completions `tools` entries."""
         specs = list(self._local().specs())
-        if self._remote is not None:
-            specs += self._remote.specs()
+        if self.remote is not None:
+            specs += self.remote.specs()
         return [chat_tool(s) for s in specs]
 
     async def run(self, prompt_id: int, call: ToolCall, send: trio.MemorySendChannel) -> None:
@@ -86,9 +89,10 @@ class Dispatcher:
         result: dict[str, Any] | None = None
         error: str | None = None
         try:
-            if self._remote is not None and REMOTE_SEPARATOR in call.name:
-                peer = call.name.split(REMOTE_SEPARATOR, 1)[0]
-                result = await self._remote.call(call.name, call.arguments)
+            if self.remote is not None and self.remote.handles(call.name):
+                if REMOTE_SEPARATOR in call.name:
+                    peer = call.name.partition(REMOTE_SEPARATOR)[0]
+                result = await self.remote.call(call.name, call.arguments)
             else:
                 registry = self._local()
                 outcome = await trio.to_thread.run_sync(

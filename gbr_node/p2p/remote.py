@@ -1,0 +1,144 @@
+"""Trusted peers' tools as the agent sees them (`agent.dispatch.RemoteTools`).
+
+For each trusted peer of the active profile, the tools it grants us (learned
+with `tools/list` when we dial it) are offered to the model as `ALIAS__TOOL`;
+two tools of our own, `list_peers` and `dial_peer`, let the model see who is
+trusted and connect to one (EVD-AI-02). Every call opens its own stream
+(ADR-0012b); a peer that vanishes mid-call raises, and the dispatcher turns
+that into an error result for the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gbr_node.config.profile import TrustedPeer
+from gbr_node.errors import GbrError, UnknownTool
+from gbr_node.p2p.host import P2PHost
+from gbr_node.p2p.service import call_tool, list_tools
+from gbr_node.rpc.server import Limits
+
+SEPARATOR = "__"
+log = logging.getLogger("gbr_node.peers")
+
+PEER_TOOLS = (
+    {
+        "name": "list_peers",
+        "description": "List the trusted peer nodes: alias, peer ID, whether connected, and the "
+        "tools each grants you (called as ALIAS__TOOL).",
+        "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+    {
+        "name": "dial_peer",
+        "description": "Connect to a trusted peer node (by alias) over an encrypted libp2p "
+        "connection and learn which of its tools you may call.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"peer": {"type": "string", "description": "The peer's alias."}},
+            "required": ["peer"],
+            "additionalProperties": False,
+        },
+    },
+)
+
+
+class PeerDirectory:
+    """The trusted peers of the active profile and the tools they grant us.
+
+    Args:
+        host: our libp2p host.
+        peers: returns the active profile's `[peers]` (alias → TrustedPeer).
+        limits: returns the RPC limits in force.
+    """
+
+    def __init__(
+        self,
+        host: P2PHost,
+        peers: Callable[[], Mapping[str, TrustedPeer]],
+        limits: Callable[[], Limits],
+    ) -> None:
+        self._host = host
+        self._peers = peers
+        self._limits = limits
+        self._tools: dict[str, list[dict[str, Any]]] = {}
+
+    def handles(self, name: str) -> bool:
+        """True for `list_peers`, `dial_peer` and `ALIAS__TOOL` names."""
+        return name in ("list_peers", "dial_peer") or SEPARATOR in name
+
+    def specs(self) -> list[dict[str, Any]]:
+        """MCP specs: our two peer tools, then each known peer's granted tools."""
+        specs = [dict(spec) for spec in PEER_TOOLS]
+        trusted = self._peers()
+        for alias, tools in self._tools.items():
+            if alias not in trusted:
+                continue
+            for tool in tools:
+                described = f"[on peer {alias}] {tool.get('description', '')}".strip()
+                specs.append(
+                    {**tool, "name": f"{alias}{SEPARATOR}{tool['name']}", "description": described}
+                )
+        return specs
+
+    async def dial(self, alias_or_addr: str) -> str:
+        """Connect to a trusted peer (alias, peer ID or `/p2p/` multiaddr), learn its tools.
+
+        Returns a one-line summary. Raises GbrError for a peer that is not
+        trusted, PeerUnreachable when it cannot be reached.
+        """
+        alias, peer = self._find(alias_or_addr)
+        target = alias_or_addr if alias_or_addr.startswith("/") else peer.peer_id
+        if target == peer.peer_id:
+            self._host.add_addrs(peer.peer_id, peer.addrs)
+        tools = await list_tools(self._host, target, limits=self._limits())
+        self._tools[alias] = [t.model_dump() for t in tools]
+        names = ", ".join(t.name for t in tools) or "none"
+        return f"connected to {alias} ({peer.peer_id}); tools granted to us: {names}"
+
+    async def dial_known(self) -> None:
+        """Dial every trusted peer that has addresses; failures are logged, not raised."""
+        for alias, peer in self._peers().items():
+            if peer.addrs:
+                try:
+                    await self.dial(alias)
+                except GbrError as exc:
+                    log.info("could not reach peer %s: %s", alias, exc)
+
+    def lines(self) -> list[str]:
+        """`/peers`: one line per trusted peer."""
+        connected = set(self._host.connected_peers())
+        out = []
+        for alias, peer in self._peers().items():
+            state = "connected" if peer.peer_id in connected else "not connected"
+            tools = ", ".join(t["name"] for t in self._tools.get(alias, [])) or "-"
+            out.append(f"  {alias:<12} {state:<14} {peer.peer_id}  tools: {tools}")
+        return out
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run `list_peers`, `dial_peer` or `ALIAS__TOOL`; returns an MCP result.
+
+        Raises UnknownTool for an alias that is not trusted, and whatever
+        `p2p.service.call_tool` raises (PeerUnreachable, CallTimeout, RpcError).
+        """
+        if name == "list_peers":
+            return _text("\n".join(self.lines()) or "no trusted peers in the active profile")
+        if name == "dial_peer":
+            return _text(await self.dial(str(arguments.get("peer", ""))))
+        alias, _, tool = name.partition(SEPARATOR)
+        peer = self._peers().get(alias)
+        if peer is None:
+            raise UnknownTool(f"no trusted peer named {alias!r}")
+        self._host.add_addrs(peer.peer_id, peer.addrs)
+        return await call_tool(self._host, peer.peer_id, tool, arguments, limits=self._limits())
+
+    def _find(self, key: str) -> tuple[str, TrustedPeer]:
+        for alias, peer in self._peers().items():
+            if key in (alias, peer.peer_id) or key.endswith(f"/p2p/{peer.peer_id}"):
+                return alias, peer
+        raise GbrError(f"{key!r} is not a trusted peer of the active profile (see [peers])")
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": False}
