@@ -11,10 +11,23 @@ arrives after the person moved on is recognised as stale.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from gbr_node.config.events import UpdateEnv
 from gbr_node.llm.events import InvalidToolCall, ToolCall
+
+__all__ = [
+    "DirectPrompt",
+    "Interrupt",
+    "InterruptAndSuggest",
+    "OracleChunk",
+    "OracleDone",
+    "OracleFailed",
+    "ToolExecutionFeedback",
+    "UpdateEnv",
+    "UserPrompt",
+]
 
 
 @dataclass(frozen=True)
@@ -103,12 +116,3 @@ class ToolExecutionFeedback:
         parts = [c.get("text", "") for c in self.result.get("content", []) if isinstance(c, dict)]
         text = "\n".join(parts)
         return f"error: {text}" if self.result.get("isError") else text
-
-
-@dataclass(frozen=True)
-class UpdateEnv:
-    """A new validated profile snapshot is in force (ADR-0012a); `changed` names the keys."""
-
-    system_prompt: str
-    changed: tuple[str, ...] = ()
-    snapshot: Any = field(default=None, compare=False)

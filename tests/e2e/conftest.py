@@ -62,13 +62,16 @@ def project(tmp_path, model_server) -> Path:
     return root
 
 
-def spawn_node(project: Path, *args: str, home: Path | None = None) -> pexpect.spawn:
-    """Start `python -m gbr_node ARGS` in `project` inside a pseudo-terminal."""
+def spawn_node(
+    project: Path, *args: str, home: Path | None = None, identity: Path | None = None
+) -> pexpect.spawn:
+    """Start `python -m gbr_node [--identity KEY] ARGS` in `project` inside a pseudo-terminal."""
     home = home or project.parent / "home"
     home.mkdir(exist_ok=True)
+    flags = ["--identity", str(identity)] if identity else []
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "gbr_node", *args],
+        ["-m", "gbr_node", *flags, *args],
         cwd=str(project),
         env=node_env(home),
         encoding="utf-8",
@@ -83,8 +86,8 @@ def run_node(project):
     """Start `gbr-node run`; returns its `Terminal` once the banner shows."""
     children = []
 
-    def start(*args: str) -> Terminal:
-        child = spawn_node(project, "run", *args)
+    def start(*args: str, identity: Path | None = None) -> Terminal:
+        child = spawn_node(project, "run", *args, identity=identity)
         children.append(child)
         term = Terminal(child)
         term.expect("/help for commands")
