@@ -26,7 +26,9 @@ from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, re
 from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
+from gbr_node.config.events import ProfileRejected
 from gbr_node.config.loader import LoadedProfile, load_profile, render_effective
+from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.errors import GbrError, ModelError, PeerUnreachable
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ClientSettings, ModelClient
@@ -79,9 +81,13 @@ class Node:
         self.apply_profile(loaded)
         self.dispatcher = Dispatcher(lambda: self.registry)
         self.peers: PeerDirectory | None = None
+        self.host: P2PHost | None = None
         self.choice: ModelChoice | None = None
         self.client: ModelClient | None = None
-        self.runtime: AgentRuntime
+        self.retired_clients: list[ModelClient] = []
+        self.runtime: AgentRuntime | None = None
+        self.watcher: ProfileWatcher | None = None
+        self.notice: Callable[[str], None] = print
 
     def apply_profile(self, loaded: LoadedProfile) -> None:
         """Put a validated profile in force for every call that starts from now on."""
@@ -129,8 +135,67 @@ class Node:
         return await self.peers.dial(target)
 
     async def env_command(self, args: str) -> str:
-        """`/env`: the active profile."""
-        return f"profile {self.loaded.name} ({self.loaded.file})\n" + render_effective(self.loaded)
+        """`/env` shows the active profile; `/env use NAME` switches; `/env reload` checks now.
+
+        Switching and reloading follow the hot-reload rules (ADR-0012a): the
+        outcome is announced like any reload, and a broken profile changes nothing.
+        """
+        word, _, rest = args.strip().partition(" ")
+        if not word:
+            return f"profile {self.loaded.name} ({self.loaded.file})\n" + render_effective(
+                self.loaded
+            )
+        if self.watcher is None:
+            raise GbrError("profile watching is not running")
+        if word == "use" and rest.strip():
+            await self.watcher.switch(rest.strip())
+            return ""
+        if word == "reload":
+            outcome = await self.watcher.check_now()
+            return "" if outcome is not None else f"profile {self.loaded.name} is unchanged"
+        raise GbrError("usage: /env, /env use NAME, /env reload")
+
+    async def follow_profile(self, receive: trio.MemoryReceiveChannel) -> None:
+        """Apply what the watcher sends (ADR-0012a): a valid profile is put in force
+        for every call that starts after it, the agent's system message is
+        replaced, peers no longer trusted are disconnected, and one line says
+        what changed; a rejected profile is reported and the old one stays."""
+        async for message in receive:
+            if isinstance(message, ProfileRejected):
+                self.notice(
+                    f"{YELLOW}profile not reloaded, the previous one stays: {message}{RESET}"
+                )
+                continue
+            previous = self.loaded
+            try:
+                self.apply_profile(message.snapshot)
+            except GbrError as exc:
+                self.notice(f"{YELLOW}profile not applied, the previous one stays: {exc}{RESET}")
+                self.apply_profile(previous)
+                continue
+            if self.runtime is not None:
+                await self.runtime.inbox.send(message)
+            if message.snapshot.profile.model != previous.profile.model and self.client:
+                self._replace_client()
+            if self.host is not None:
+                await self.host.drop_untrusted()
+            name = message.snapshot.name
+            if name != previous.name:
+                self.notice(f"switched to profile {name}")
+            else:
+                what = ", ".join(message.changed) or "no effective change"
+                self.notice(f"profile {name} reloaded: {what}")
+
+    def _replace_client(self) -> None:
+        choice = choose_model(self.loaded.profile.model, os.environ)
+        if not (choice.config.base_url and choice.config.model):
+            return
+        if self.client is not None:
+            self.retired_clients.append(self.client)
+        self.choice = choice
+        self.client = ModelClient(
+            ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
+        )
 
 
 NO_MODEL_HELP = (
@@ -166,6 +231,7 @@ async def _host(
             node.limits,
             on_call=lambda record: on_call(record, tool_host.alias_of(record.peer_id)),
         )
+        node.host = host
         node.peers = PeerDirectory(host, lambda: node.loaded.profile.peers, node.limits)
         node.dispatcher.remote = node.peers
         yield host
@@ -190,7 +256,8 @@ async def serve(settings: NodeSettings) -> int:
             print(f"  {addr}")
         trusted = ", ".join(node.loaded.profile.peers) or "none (every call is refused)"
         print(f"trusted peers: {trusted}", flush=True)
-        await trio.sleep_forever()
+        async with trio.open_nursery() as nursery:
+            await _start_watcher(node, nursery)
     return EXIT_OK
 
 
@@ -319,16 +386,27 @@ async def run_interactive(settings: NodeSettings) -> int:
             nursery = await stack.enter_async_context(trio.open_nursery())
             _banner(node, host, renderer, resumed, len(session.entries) - 1)
             await nursery.start(node.runtime.run)
+            node.notice = renderer.line
+            await _start_watcher(node, nursery)
             if node.peers is not None:
                 nursery.start_soon(node.peers.dial_known)
             await Repl(node, renderer).run()
             nursery.cancel_scope.cancel()
     finally:
         journal.close()
-        if node.client is not None:
-            with trio.CancelScope(shield=True):
-                await node.client.aclose()
+        with trio.CancelScope(shield=True):
+            for client in [node.client, *node.retired_clients]:
+                if client is not None:
+                    await client.aclose()
     return EXIT_OK
+
+
+async def _start_watcher(node: Node, nursery: trio.Nursery) -> None:
+    """Start hot reload of the active profile (ADR-0012a) in `nursery`."""
+    send, receive = trio.open_memory_channel(16)
+    node.watcher = ProfileWatcher(node.loaded, send)
+    nursery.start_soon(node.follow_profile, receive)
+    await nursery.start(node.watcher.run)
 
 
 def _banner(

@@ -43,15 +43,15 @@ class Terminal:
         except pexpect.EOF:
             self.eof = True
 
-    def expect(self, pattern: str, timeout_s: float | None = None, *, after: int = 0) -> re.Match:
-        """Wait until `pattern` (a regex) appears on screen at or after offset `after`.
+    def expect(self, pattern: str, timeout_s: float | None = None) -> re.Match:
+        """Wait until `pattern` (a regex) appears anywhere on screen.
 
         Raises AssertionError with the screen when it does not within the timeout.
         """
         regex = re.compile(pattern)
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         while True:
-            match = regex.search(self.text(), after)
+            match = regex.search(self.text())
             if match:
                 return match
             if time.monotonic() > deadline or (self.eof and not match):
@@ -59,13 +59,29 @@ class Terminal:
             self.pump()
 
     def expect_new(self, pattern: str, timeout_s: float | None = None) -> re.Match:
-        """Like `expect`, but only text added after the last call of `mark()`."""
-        return self.expect(pattern, timeout_s, after=self._mark)
+        """Like `expect`, but only on rows written since the last `mark()`."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        while True:
+            text = "\n".join(line.rstrip() for line in self.screen.display[self._mark :])
+            match = regex.search(text)
+            if match:
+                return match
+            if time.monotonic() > deadline or self.eof:
+                raise AssertionError(f"{pattern!r} not on screen after row {self._mark}:\n{text}")
+            self.pump()
 
     def mark(self) -> None:
-        """Remember the current end of the screen text for `expect_new`."""
+        """Remember the first row that new output will use, for `expect_new`.
+
+        The input line (`› ...`) at the bottom counts as new: output is drawn
+        over it and it moves down.
+        """
         self.pump(0.01)
-        self._mark = len(self.text())
+        rows = [line.rstrip() for line in self.screen.display]
+        filled = [i for i, line in enumerate(rows) if line]
+        last = filled[-1] if filled else -1
+        self._mark = last if last >= 0 and rows[last].startswith("›") else last + 1
 
     def sendline(self, line: str) -> None:
         """Type `line` and Enter."""

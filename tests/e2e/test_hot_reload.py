@@ -1,0 +1,129 @@
+"""Hot reload of the active profile while `gbr-node run` / `serve` keep running (ADR-0012a)."""
+
+import os
+import re
+import subprocess
+import sys
+
+from tests.e2e.conftest import node_env, write_profile
+from tests.e2e.test_run_remote import peer_id
+from tests.support.replies import text_reply, tool_call_reply
+
+FAST = "[watch]\npoll_interval_s = 0.1\n"
+
+
+def rewrite(path, old, new, *, atomic):
+    text = path.read_text(encoding="utf-8").replace(old, new)
+    if atomic:  # vim / VS Code style: write a new file, rename it over the old one
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    else:
+        with open(path, "r+", encoding="utf-8") as f:
+            f.truncate(0)
+            f.write(text)
+
+
+def test_new_system_prompt_reaches_the_next_request_and_nothing_else_changes(
+    project, model_server, run_node
+):
+    profile = write_profile(project, model_server.base_url, extra=FAST)
+    model_server.enqueue(text_reply("first answer"), text_reply("second answer"))
+    term = run_node()
+    term.sendline("one")
+    term.expect_new("first answer")
+    term.mark()
+    rewrite(profile, "You are a test agent.", "You are a pirate.", atomic=True)
+    term.expect_new("profile default reloaded: system_prompt")
+    term.sendline("two")
+    term.expect_new("second answer")
+    before, after = model_server.chat_bodies
+    assert after["messages"][0]["content"].startswith("You are a pirate.")
+    assert after["messages"][1:3] == before["messages"][1:] + [after["messages"][2]]
+    assert after["messages"][1:3] == [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "first answer"},
+    ]
+
+
+def test_protecting_a_file_live_turns_the_next_write_into_an_approval(
+    project, model_server, run_node
+):
+    profile = write_profile(project, model_server.base_url, extra=FAST)
+    target = project / "notes.txt"
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "notes.txt", "content": "v1"}),
+        text_reply("wrote v1"),
+        tool_call_reply("write_file", {"path": "notes.txt", "content": "v2"}),
+        text_reply("asked for v2"),
+    )
+    term = run_node()
+    term.sendline("write v1")
+    term.expect_new("wrote v1")
+    assert target.read_text() == "v1"
+    term.mark()
+    rewrite(profile, '["pyproject.toml"]', '["pyproject.toml", "notes.txt"]', atomic=False)
+    term.expect_new("profile default reloaded: protected_files")
+    term.sendline("write v2")
+    term.expect_new("asked for v2")
+    assert target.read_text() == "v1"
+    assert "approv" in model_server.chat_bodies[3]["messages"][-1]["content"]
+
+
+def test_a_broken_save_is_reported_and_the_old_profile_keeps_working(
+    project, model_server, run_node
+):
+    profile = write_profile(project, model_server.base_url, extra=FAST)
+    model_server.enqueue(text_reply("still answering"))
+    term = run_node()
+    term.mark()
+    rewrite(profile, "[model]", "[model]\ntemperatur = 0.5", atomic=True)
+    term.expect_new(r"profile not reloaded.*default\.toml:\d+ \[model\.temperatur\]")
+    term.sendline("are you there?")
+    term.expect_new("still answering")
+    assert model_server.chat_bodies[0]["messages"][0]["content"].startswith("You are a test agent")
+
+
+def test_a_peer_removed_from_peers_is_refused_on_its_next_call(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    caller_key = tmp_path / "caller.key"
+    caller = peer_id(caller_key, home)
+    root = tmp_path / "server"
+    root.mkdir()
+    (root / "a.txt").write_text("hello\n")
+    trust = f'[peers.caller]\npeer_id = "{caller}"\ntools = "*"\n'
+    profile = write_profile(root, "http://127.0.0.1:9/v1", extra=FAST + trust)
+    env = node_env(home)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gbr_node", "--identity", str(tmp_path / "s.key"), "serve"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        addr = next(m.group(1) for line in server.stdout if (m := re.search(r"(/ip4/\S+)", line)))
+
+        def call():
+            return subprocess.run(
+                [sys.executable, "-m", "gbr_node", "--identity", str(caller_key), "call", addr]
+                + ["read_file", '{"path": "a.txt"}'],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+
+        assert call().returncode == 0
+        rewrite(profile, trust, "", atomic=True)
+        for line in server.stdout:
+            if "profile default reloaded: peers" in line:
+                break
+        refused = call()
+        assert refused.returncode == 3
+        assert "does not trust" in refused.stderr
+    finally:
+        server.kill()
+        server.wait(timeout=10)
