@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import logging
 import os
 import sys
@@ -24,8 +26,14 @@ from gbr_node import __version__
 from gbr_node.agent.dispatch import Dispatcher
 from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, read_journal
 from gbr_node.agent.machine import AgentMachine
+from gbr_node.agent.messages import ApprovalResolved
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
+from gbr_node.approvals import ApprovalLog, default_path, outcome_text, pending_diff
+from gbr_node.approvals import cli as approvals_cli
+from gbr_node.approvals.desk import LOCAL, ApprovalDesk
+from gbr_node.approvals.review import colour_diff
+from gbr_node.approvals.state import Approval
 from gbr_node.config.events import ProfileRejected
 from gbr_node.config.loader import LoadedProfile, load_profile, render_effective
 from gbr_node.config.watcher import ProfileWatcher
@@ -35,17 +43,19 @@ from gbr_node.llm.client import ClientSettings, ModelClient
 from gbr_node.p2p.host import P2PHost, open_host
 from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
 from gbr_node.p2p.remote import PeerDirectory
-from gbr_node.p2p.service import call_tool, describe_call, list_tools, serve_mcp
+from gbr_node.p2p.service import call_tool, describe_call, list_tools, notify_peer, serve_mcp
 from gbr_node.repl.app import Repl
 from gbr_node.repl.render import DIM, RED, RESET, YELLOW, Renderer
 from gbr_node.rpc.codes import UnauthorizedPeer
 from gbr_node.rpc.server import CallRecord, Limits
-from gbr_node.rpc.toolhost import ProfileToolHost, Snapshot
+from gbr_node.rpc.toolhost import Grant, ProfileToolHost, Snapshot
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools.registry import Registry, build_registry
 
 log = logging.getLogger("gbr_node")
 OLLAMA_PROBE_TIMEOUT_S = 0.5
+REDELIVERY_INTERVAL_S = 2.0
+APPROVAL_RESOLVED = "notifications/approval_resolved"
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
 
 
@@ -78,6 +88,11 @@ class Node:
     """The rules in force (profile, sandbox, tool registry) and the parts built on them."""
 
     def __init__(self, loaded: LoadedProfile) -> None:
+        self.approvals = ApprovalLog(default_path(loaded.project_dir))
+        self.desk = ApprovalDesk(
+            self.approvals, lambda: self.sandbox, self._announce_approval, self._approval_settled
+        )
+        self.undelivered: dict[str, list[Approval]] = {}
         self.apply_profile(loaded)
         self.dispatcher = Dispatcher(lambda: self.registry)
         self.peers: PeerDirectory | None = None
@@ -88,12 +103,15 @@ class Node:
         self.runtime: AgentRuntime | None = None
         self.watcher: ProfileWatcher | None = None
         self.notice: Callable[[str], None] = print
+        self.color = False
 
     def apply_profile(self, loaded: LoadedProfile) -> None:
         """Put a validated profile in force for every call that starts from now on."""
         self.loaded = loaded
         self.sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
-        self.registry: Registry = build_registry(loaded.profile.tools, self.sandbox)
+        self.registry: Registry = build_registry(
+            loaded.profile.tools, self.sandbox, on_approval=self.desk.on_approval
+        )
 
     def snapshot(self) -> Snapshot:
         """Trusted peers and tools in force, for the RPC server."""
@@ -186,6 +204,96 @@ class Node:
                 what = ", ".join(message.changed) or "no effective change"
                 self.notice(f"profile {name} reloaded: {what}")
 
+    # -- approvals (EVD-AI-01, EVD-DEV-01/02) -------------------------------
+
+    def _announce_approval(self, approval: Approval) -> None:
+        who = "the agent" if approval.requester == LOCAL else approval.requester_alias or "a peer"
+        what = f"{approval.tool} {approval.path}"
+        lines = [f"{YELLOW}approval #{approval.id} requested by {who}: {what}{RESET}"]
+        diff = pending_diff(approval, self.sandbox)
+        if diff:
+            lines.append(colour_diff(diff, colour=self.color))
+        lines.append(
+            f"{DIM}/approve {approval.id} · /reject {approval.id} [reason] · /edit {approval.id}"
+            f"  (or: gbr-node approvals ...){RESET}"
+        )
+        self.notice("\n".join(lines))
+
+    async def _approval_settled(self, approval: Approval) -> None:
+        text = outcome_text(approval)
+        if approval.requester == LOCAL:
+            self.notice(f"approval #{approval.id}: {approval.status}")
+            if self.runtime is not None:
+                await self.runtime.inbox.send(ApprovalResolved(approval.id, text))
+            return
+        self.undelivered.setdefault(approval.requester, []).append(approval)
+        await self.deliver_outcomes(approval.requester)
+
+    async def approvals_command(self, name: str, args: str) -> str:
+        """`/approvals`, `/show N`, `/approve N`, `/reject N [reason]` (as `gbr-node approvals`)."""
+        return await trio.to_thread.run_sync(self._approvals_cli, name, args)
+
+    def edit_approval(self, args: str) -> str:
+        """`/edit N`: opens `$EDITOR`; called from the REPL's input thread (EVD-DEV-02)."""
+        return self._approvals_cli("edit", args)
+
+    def _approvals_cli(self, name: str, args: str) -> str:
+        words = args.split()
+        ns = argparse.Namespace(
+            approvals_action="list" if name == "approvals" else name,
+            all="--all" in words,
+            force="--force" in words,
+            reason=" ".join(words[1:]) or None,
+        )
+        if name != "approvals":
+            if not words or not words[0].lstrip("#").isdigit():
+                return f"/{name} needs an approval number, e.g. /{name} 3"
+            ns.id = int(words[0].lstrip("#"))
+        out = io.StringIO()
+        approvals_cli.main(self.loaded.project_dir, lambda: self.sandbox, ns, out=out)
+        return out.getvalue().rstrip()
+
+    async def deliver_outcomes(self, peer_id: str) -> None:
+        """Send pending approval outcomes to the peer that asked; kept for later on failure."""
+        waiting = self.undelivered.pop(peer_id, [])
+        for n, approval in enumerate(waiting):
+            params = {
+                "approval_id": approval.id,
+                "status": approval.status,
+                "tool": approval.tool,
+                "path": approval.path,
+                "text": outcome_text(approval),
+            }
+            try:
+                if self.host is None:
+                    raise GbrError("no libp2p host")
+                await notify_peer(self.host, peer_id, APPROVAL_RESOLVED, params)
+            except GbrError as exc:
+                log.info("approval #%s outcome not delivered to %s: %s", approval.id, peer_id, exc)
+                self.undelivered[peer_id] = waiting[n:]
+                return
+
+    async def redeliver_forever(self) -> None:
+        """Every few seconds, retry outcomes for peers that are connected again."""
+        while True:
+            await trio.sleep(REDELIVERY_INTERVAL_S)
+            connected = set(self.host.connected_peers()) if self.host else set()
+            for peer_id in list(self.undelivered):
+                if peer_id in connected:
+                    await self.deliver_outcomes(peer_id)
+
+    async def on_notify(self, grant: Grant, method: str, params: dict[str, Any]) -> None:
+        """A notification from a trusted peer: an approval outcome for our agent."""
+        if method != APPROVAL_RESOLVED:
+            log.info("ignored %s from %s", method, grant.alias)
+            return
+        text = f"[from peer {grant.alias}] {params.get('text', '')}"
+        self.notice(
+            f"peer {grant.alias}: approval #{params.get('approval_id')} {params.get('status')}"
+        )
+        if self.runtime is not None:
+            await self.runtime.inbox.send(ApprovalResolved(params.get("approval_id", 0), text))
+
     def _replace_client(self) -> None:
         choice = choose_model(self.loaded.profile.model, os.environ)
         if not (choice.config.base_url and choice.config.model):
@@ -224,7 +332,7 @@ async def _host(
     async with open_host(
         keypair, listen, is_trusted=node.is_trusted, close_untrusted=False, log_handler=log_handler
     ) as host:
-        tool_host = ProfileToolHost(node.snapshot)
+        tool_host = ProfileToolHost(node.snapshot, on_notify=node.on_notify)
         serve_mcp(
             host,
             tool_host,
@@ -257,7 +365,7 @@ async def serve(settings: NodeSettings) -> int:
         trusted = ", ".join(node.loaded.profile.peers) or "none (every call is refused)"
         print(f"trusted peers: {trusted}", flush=True)
         async with trio.open_nursery() as nursery:
-            await _start_watcher(node, nursery)
+            await _start_background(node, nursery)
     return EXIT_OK
 
 
@@ -387,7 +495,8 @@ async def run_interactive(settings: NodeSettings) -> int:
             _banner(node, host, renderer, resumed, len(session.entries) - 1)
             await nursery.start(node.runtime.run)
             node.notice = renderer.line
-            await _start_watcher(node, nursery)
+            node.color = renderer.color
+            await _start_background(node, nursery)
             if node.peers is not None:
                 nursery.start_soon(node.peers.dial_known)
             await Repl(node, renderer).run()
@@ -399,6 +508,13 @@ async def run_interactive(settings: NodeSettings) -> int:
                 if client is not None:
                     await client.aclose()
     return EXIT_OK
+
+
+async def _start_background(node: Node, nursery: trio.Nursery) -> None:
+    """Start hot reload (ADR-0012a) and the approval desk (EVD-AI-01) in `nursery`."""
+    await nursery.start(node.desk.run)
+    nursery.start_soon(node.redeliver_forever)
+    await _start_watcher(node, nursery)
 
 
 async def _start_watcher(node: Node, nursery: trio.Nursery) -> None:

@@ -18,6 +18,7 @@ from gbr_node.config.events import UpdateEnv
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 
 __all__ = [
+    "ApprovalResolved",
     "DirectPrompt",
     "Interrupt",
     "InterruptAndSuggest",
@@ -46,6 +47,19 @@ class Interrupt:
 class InterruptAndSuggest:
     """`/s TEXT`: cut the stream, keep the partial answer, add TEXT, prompt again (ADR-0010)."""
 
+    text: str
+
+
+@dataclass(frozen=True)
+class ApprovalResolved:
+    """A protected write this agent (or a peer on its behalf) asked for was decided.
+
+    The call itself was answered "pending" long ago, so the outcome reaches the
+    model as a new message (EVD-AI-01, EVD-DEV-02): `text` says what was
+    written, edited or refused.
+    """
+
+    approval_id: int
     text: str
 
 

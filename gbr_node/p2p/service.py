@@ -95,3 +95,23 @@ async def list_tools(
         )
     finally:
         await stream.aclose()
+
+
+async def notify_peer(
+    host: P2PHost,
+    target: str,
+    method: str,
+    params: dict[str, Any],
+    *,
+    timeout_s: float = 10.0,
+) -> None:
+    """Send one JSON-RPC notification (no response) to `target` on a new stream.
+
+    Raises PeerUnreachable when the peer cannot be reached, CallTimeout when
+    the notification cannot be written within `timeout_s` seconds.
+    """
+    stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=timeout_s)
+    try:
+        await client.notify(stream, method, params, timeout_s=timeout_s)
+    finally:
+        await stream.aclose()

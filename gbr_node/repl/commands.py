@@ -24,10 +24,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("", "show the conversation, with interrupted parts marked"),
     "clear": ("", "forget the conversation (the system prompt stays)"),
     "env": ("[use NAME | reload]", "show, switch or reload the environment profile"),
+    "approvals": ("[--all]", "list approvals of protected writes (pending ones by default)"),
+    "show": ("N", "details and diff of approval N"),
+    "approve": ("N [--force]", "approve approval N and apply it"),
+    "reject": ("N [REASON]", "refuse approval N; the reason reaches the requester"),
+    "edit": ("N", "open $EDITOR on approval N's content; the edited text is written"),
     "quit": ("", "leave (Ctrl-D also leaves; Ctrl-C stops the current answer)"),
 }
 ALIASES = {"suggestion": "s", "exit": "quit", "q": "quit", "?": "help"}
-NEEDS_ARGUMENT = {"s", "dial"}
+NEEDS_ARGUMENT = {"s", "dial", "show", "approve", "reject", "edit"}
+APPROVAL_COMMANDS = {"approvals", "show", "approve", "reject", "edit"}
 
 
 class CommandError(GbrError):

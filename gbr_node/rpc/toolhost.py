@@ -18,6 +18,7 @@ import trio
 
 from gbr_node.config.profile import TrustedPeer
 from gbr_node.errors import UnknownTool
+from gbr_node.tools.registry import CALLER
 
 
 class ToolRegistry(Protocol):
@@ -85,6 +86,7 @@ class ProfileToolHost:
         """Run a granted tool in a worker thread; UnknownTool when not granted or absent."""
         if not grant.peer.may_call(name):
             raise UnknownTool(f"unknown tool {name!r}")
+        CALLER.set((grant.peer_id, grant.alias))  # this task's context only
         result = await trio.to_thread.run_sync(
             grant.registry.call, name, arguments, abandon_on_cancel=True
         )

@@ -12,6 +12,7 @@ errors to MCP-shaped outcomes:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -30,6 +31,13 @@ __all__ = ["Registry", "Tool", "ToolResult", "approval_required_result", "build_
 log = logging.getLogger(__name__)
 
 ApprovalHandler = Callable[[ApprovalRequired], ToolResult]
+
+CALLER: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar(
+    "gbr_caller", default=("local", None)
+)
+"""Who the tool call being run is for: ("local", None), or (peer ID, alias) when
+the RPC host runs it for a peer. Set by the caller before running the tool; trio
+carries it into the worker thread. Approvals record it as the requester."""
 
 
 def approval_required_result(exc: ApprovalRequired) -> ToolResult:

@@ -63,7 +63,11 @@ def project(tmp_path, model_server) -> Path:
 
 
 def spawn_node(
-    project: Path, *args: str, home: Path | None = None, identity: Path | None = None
+    project: Path,
+    *args: str,
+    home: Path | None = None,
+    identity: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> pexpect.spawn:
     """Start `python -m gbr_node [--identity KEY] ARGS` in `project` inside a pseudo-terminal."""
     home = home or project.parent / "home"
@@ -73,7 +77,7 @@ def spawn_node(
         sys.executable,
         ["-m", "gbr_node", *flags, *args],
         cwd=str(project),
-        env=node_env(home),
+        env={**node_env(home), **(env or {})},
         encoding="utf-8",
         timeout=TIMEOUT_S,
         dimensions=(ROWS, COLS),
@@ -86,8 +90,10 @@ def run_node(project):
     """Start `gbr-node run`; returns its `Terminal` once the banner shows."""
     children = []
 
-    def start(*args: str, identity: Path | None = None) -> Terminal:
-        child = spawn_node(project, "run", *args, identity=identity)
+    def start(
+        *args: str, identity: Path | None = None, env: dict[str, str] | None = None
+    ) -> Terminal:
+        child = spawn_node(project, "run", *args, identity=identity, env=env)
         children.append(child)
         term = Terminal(child)
         term.expect("/help for commands")

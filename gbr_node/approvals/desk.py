@@ -1,0 +1,115 @@
+"""The running node's side of approvals (EVD-AI-01, EVD-DEV-01/02).
+
+- Asking: `on_approval` is the tool registry's hook. A write that touches a
+  protected path is logged as `PendingApproval` (committed first) and the
+  caller gets, at once, `{"status": "pending_approval", "approval_id": N}`.
+  Who asked comes from `tools.registry.CALLER`, which the RPC host sets for
+  remote calls (trio carries it into the worker thread that runs the tool).
+- Deciding happens elsewhere (the REPL, or `gbr-node approvals` in another
+  process), always through the log.
+- Telling: `run` polls the log (every `POLL_INTERVAL_S`), announces new
+  requests, applies decisions that no one applied yet (exactly once, see
+  `apply.py`), and hands every settled approval to `on_settled` — the node
+  tells the local agent or notifies the remote requester.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from gbr_node.approvals.apply import apply, fingerprint
+from gbr_node.approvals.log import ApprovalLog
+from gbr_node.approvals.state import Applied, Approval, Approved, Failed, PendingApproval, Rejected
+from gbr_node.errors import ApprovalRequired, GbrError
+from gbr_node.sandbox import Sandbox
+from gbr_node.tools.registry import CALLER, ToolResult
+
+POLL_INTERVAL_S = 0.25
+LOCAL = "local"
+log = logging.getLogger("gbr_node.approvals")
+
+class ApprovalDesk:
+    """Connects the approval log to the running node.
+
+    Args:
+        approvals: the project's log (`.gbr/approvals.db`).
+        sandbox: returns the sandbox in force (decisions apply under it).
+        on_new: called with each new pending approval (announce it).
+        on_settled: awaited with each approval that became applied, failed
+            or rejected while the node runs (tell the requester).
+    """
+
+    def __init__(
+        self,
+        approvals: ApprovalLog,
+        sandbox: Callable[[], Sandbox],
+        on_new: Callable[[Approval], None],
+        on_settled: Callable[[Approval], Awaitable[None]],
+    ) -> None:
+        self.log = approvals
+        self._sandbox = sandbox
+        self._on_new = on_new
+        self._on_settled = on_settled
+        self._seq = 0
+
+    def on_approval(self, exc: ApprovalRequired) -> ToolResult:
+        """Registry hook (runs in the tool's worker thread): log the request, answer "pending"."""
+        requester, alias = CALLER.get()
+        approval_id = self.log.request(exc, requester, alias, fingerprint(exc.absolute))
+        text = (
+            f"pending approval #{approval_id}: {exc.tool} on {exc.path} touches a protected file "
+            "and was not performed. The operator will approve, edit or reject it; you will be "
+            "told the outcome. Do not retry it meanwhile."
+        )
+        structured = {
+            "status": "pending_approval",
+            "approval_id": approval_id,
+            "tool": exc.tool,
+            "path": exc.path,
+        }
+        return ToolResult.text(text, structured=structured)
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        """Poll the log until cancelled.
+
+        Approvals already pending at start are not announced again (the REPL
+        lists them on `/approvals`), but decisions made while the node was
+        down and not yet applied are applied now.
+        """
+        events = await trio.to_thread.run_sync(self.log.events_since, 0)
+        self._seq = events[-1].seq if events else 0
+        for approval in await trio.to_thread.run_sync(self.log.list, "approved"):
+            await self._apply(approval.id)
+        task_status.started()
+        while True:
+            await trio.sleep(POLL_INTERVAL_S)
+            await self.poll_once()
+
+    async def poll_once(self) -> None:
+        """Handle every event logged since the last poll."""
+        events = await trio.to_thread.run_sync(self.log.events_since, self._seq)
+        for event in events:
+            self._seq = event.seq
+            try:
+                await self._handle(event)
+            except GbrError as exc:
+                log.warning("approval #%s: %s", event.approval_id, exc)
+
+    async def _handle(self, event: object) -> None:
+        approval_id = event.approval_id  # type: ignore[attr-defined]
+        if isinstance(event, PendingApproval):
+            self._on_new(await trio.to_thread.run_sync(self.log.get, approval_id))
+        elif isinstance(event, Approved):  # Edited is an Approved too
+            current = await trio.to_thread.run_sync(self.log.get, approval_id)
+            if current.status == "approved":
+                await self._apply(approval_id)
+        elif isinstance(event, Applied | Failed | Rejected):
+            await self._on_settled(await trio.to_thread.run_sync(self.log.get, approval_id))
+
+    async def _apply(self, approval_id: int) -> None:
+        await trio.to_thread.run_sync(
+            lambda: apply(self.log, approval_id, self._sandbox(), by="node")
+        )

@@ -1,0 +1,143 @@
+"""Protected writes wait for the operator, in the REPL and across nodes (EVD-AI-01, EVD-DEV-02)."""
+
+import sqlite3
+import sys
+
+from tests.support.replies import text_reply, tool_call_reply
+
+OLD = '[project]\nname = "demo"\n'
+NEW = '[project]\nname = "demo"\nversion = "2.0"\n'
+
+
+def script_protected_write(model_server):
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "pyproject.toml", "content": NEW}),
+        text_reply("I asked for approval."),
+        text_reply("Noted the outcome."),
+    )
+
+
+def events(project):
+    with sqlite3.connect(project / ".gbr" / "approvals.db") as db:
+        return [kind for (kind,) in db.execute("SELECT kind FROM events ORDER BY seq")]
+
+
+def test_approve_writes_the_file_and_the_model_hears_of_it(project, model_server, run_node):
+    (project / "pyproject.toml").write_text(OLD)
+    script_protected_write(model_server)
+    term = run_node()
+    term.sendline("bump the version")
+    term.expect_new("approval #1 requested by the agent: write_file pyproject.toml")
+    term.expect_new(r'\+version = "2.0"')
+    term.expect_new("I asked for approval.")
+    assert (project / "pyproject.toml").read_text() == OLD
+    pending = model_server.chat_bodies[1]["messages"][-1]["content"]
+    assert "pending approval #1" in pending
+    term.sendline("/approve 1")
+    term.expect_new("Noted the outcome.")
+    assert (project / "pyproject.toml").read_text() == NEW
+    told = model_server.chat_bodies[2]["messages"][-1]["content"]
+    assert "approved and applied" in told
+    assert events(project) == ["PendingApproval", "Approved", "Applied"]
+
+
+def test_edit_writes_the_edited_text_and_reports_it(project, model_server, run_node, tmp_path):
+    (project / "pyproject.toml").write_text(OLD)
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys, pathlib\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "p.write_text(p.read_text().replace('2.0', '2.1-edited'))\n"
+    )
+    script_protected_write(model_server)
+    term = run_node(env={"EDITOR": f"{sys.executable} {editor}"})
+    term.sendline("bump the version")
+    term.expect_new("I asked for approval.")
+    term.sendline("/edit 1")
+    term.expect_new("Noted the outcome.")
+    assert "2.1-edited" in (project / "pyproject.toml").read_text()
+    told = model_server.chat_bodies[2]["messages"][-1]["content"]
+    assert "with edits" in told and "2.1-edited" in told
+    assert events(project) == ["PendingApproval", "Edited", "Applied"]
+
+
+def test_reject_with_a_reason_reaches_the_model(project, model_server, run_node):
+    (project / "pyproject.toml").write_text(OLD)
+    script_protected_write(model_server)
+    term = run_node()
+    term.sendline("bump the version")
+    term.expect_new("I asked for approval.")
+    term.sendline("/reject 1 keep the version until the release")
+    term.expect_new("Noted the outcome.")
+    assert (project / "pyproject.toml").read_text() == OLD
+    told = model_server.chat_bodies[2]["messages"][-1]["content"]
+    assert "rejected" in told and "keep the version until the release" in told
+    assert events(project) == ["PendingApproval", "Rejected"]
+
+
+def test_remote_write_waits_for_approval_from_a_third_process(
+    tmp_path, project, model_server, run_node
+):
+    import re
+    import subprocess
+
+    from tests.e2e.conftest import node_env, write_profile
+    from tests.e2e.test_run_remote import peer_id
+
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    alice_key, bob_key = tmp_path / "alice.key", tmp_path / "bob.key"
+    alice, bob = peer_id(alice_key, home), peer_id(bob_key, home)
+    bob_root = tmp_path / "bob"
+    bob_root.mkdir()
+    (bob_root / "pyproject.toml").write_text(OLD)
+    write_profile(
+        bob_root,
+        "http://127.0.0.1:9/v1",
+        extra=f'[peers.alice]\npeer_id = "{alice}"\ntools = ["write_file"]\n',
+    )
+    env = node_env(home)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gbr_node", "--identity", str(bob_key), "serve"],
+        cwd=bob_root,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        addr = next(m.group(1) for line in server.stdout if (m := re.search(r"(/ip4/\S+)", line)))
+        write_profile(
+            project,
+            model_server.base_url,
+            extra=f'[peers.bob]\npeer_id = "{bob}"\naddrs = ["{addr.split("/p2p/")[0]}"]\n'
+            'tools = "*"\n',
+        )
+        model_server.enqueue(
+            tool_call_reply("bob__write_file", {"path": "pyproject.toml", "content": NEW}),
+            text_reply("Bob must approve it."),
+            text_reply("Bob applied it."),
+        )
+        term = run_node("--listen", "/ip4/127.0.0.1/tcp/0", identity=alice_key)
+        term.sendline("/dial bob")
+        term.expect_new("connected to bob")
+        term.sendline("bump bob's version")
+        term.expect_new("Bob must approve it.")
+        assert "pending approval #1" in model_server.chat_bodies[1]["messages"][-1]["content"]
+        assert (bob_root / "pyproject.toml").read_text() == OLD
+        approve = subprocess.run(
+            [sys.executable, "-m", "gbr_node", "approvals", "approve", "1"],
+            cwd=bob_root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert approve.returncode == 0, approve.stdout + approve.stderr
+        term.expect_new("Bob applied it.")
+        assert (bob_root / "pyproject.toml").read_text() == NEW
+        told = model_server.chat_bodies[2]["messages"][-1]["content"]
+        assert "from peer bob" in told and "approved and applied" in told
+        assert events(bob_root) == ["PendingApproval", "Approved", "Applied"]
+    finally:
+        server.kill()
+        server.wait(timeout=10)
