@@ -141,3 +141,36 @@ def test_remote_write_waits_for_approval_from_a_third_process(
     finally:
         server.kill()
         server.wait(timeout=10)
+
+
+def test_pending_approvals_survive_kill_9_and_apply_once(project, model_server, run_node):
+    import signal
+    import subprocess
+
+    from tests.e2e.conftest import node_env
+
+    (project / "pyproject.toml").write_text(OLD)
+    script_protected_write(model_server)
+    term = run_node()
+    term.sendline("bump the version")
+    term.expect_new("I asked for approval.")
+    term.child.kill(signal.SIGKILL)
+    term.child.wait()
+
+    def approvals(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "gbr_node", "approvals", *args],
+            cwd=project,
+            env=node_env(project.parent / "home"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    listed = approvals("list")
+    assert "#1" in listed.stdout and "pending" in listed.stdout
+    first, second = approvals("approve", "1"), approvals("approve", "1")
+    assert first.returncode == 0 and second.returncode == 0
+    assert "already applied" in second.stdout
+    assert (project / "pyproject.toml").read_text() == NEW
+    assert events(project) == ["PendingApproval", "Approved", "Applied"]
