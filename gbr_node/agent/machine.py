@@ -10,7 +10,10 @@ tool feedback of any other id are stale and become a `Stale` action, never
 part of the current turn. ADR-0010: `Interrupt` / `InterruptAndSuggest` cut
 the current inference, keep the partial answer marked interrupted, answer
 unfinished tool calls with a synthetic result, and (with a suggestion)
-prompt again at once.
+prompt again at once. Tools already running are not stopped: their late
+results are stale, recorded in the session marked `stale` (seen in
+`/history`, never sent to the model). `/s TEXT` while idle has nothing to
+cut and is a plain prompt; Ctrl-C while idle does nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gbr_node.agent.messages import (
+    ApprovalResolved,
     DirectPrompt,
     Interrupt,
     InterruptAndSuggest,
@@ -31,13 +35,12 @@ from gbr_node.agent.messages import (
     UpdateEnv,
     UserPrompt,
 )
-from gbr_node.agent.session import Session
+from gbr_node.agent.session import INTERRUPTED_MARK, Session
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 
 DEFAULT_MAX_STEPS = 25
-INTERRUPTED_MARK = "[interrupted by the user]"
-SUGGESTION_PREFIX = "[My previous message interrupted your answer.] "
+SUGGESTION_PREFIX = "[I interrupted your previous answer.] "
 
 
 class State(enum.Enum):
@@ -125,7 +128,7 @@ class AgentMachine:
         """
         pid = getattr(msg, "prompt_id", None)
         if pid is not None and pid != self._prompt_id:
-            return [Show("stale", _describe_stale(msg), {"message": msg})]
+            return self._on_stale(msg)
         handler = _TRANSITIONS.get((self.state, type(msg))) or _ANY_STATE.get(type(msg))
         if handler is None:
             raise UnexpectedMessage(f"{type(msg).__name__} in state {self.state.value}")
@@ -137,6 +140,12 @@ class AgentMachine:
         self.session.append({"role": "user", "content": msg.text})
         self._steps = 0
         return [self._start()]
+
+    def _on_approval_resolved(self, msg: ApprovalResolved) -> list[Action]:
+        # The call was answered "pending" long ago: the outcome is news for the
+        # model, sent like a prompt (now when idle, queued otherwise) (EVD-AI-01).
+        prompt = UserPrompt(f"[approval #{msg.approval_id} decided] {msg.text}")
+        return self._on_prompt(prompt) if self.state is State.IDLE else self._on_queue(prompt)
 
     def _on_queue(self, msg: UserPrompt) -> list[Action]:
         self.queued.append(msg.text)
@@ -185,9 +194,26 @@ class AgentMachine:
 
     def _on_feedback(self, msg: ToolExecutionFeedback) -> list[Action]:
         if msg.call_id not in {c.id for c in self._calls} or msg.call_id in self._results:
-            return [Show("stale", _describe_stale(msg), {"message": msg})]
+            return self._on_stale(msg)
         self._results[msg.call_id] = msg
         return [Show("tool_end", msg.tool, {"feedback": msg})] + self._maybe_continue()
+
+    def _on_stale(self, msg: object) -> list[Action]:
+        if isinstance(msg, ToolExecutionFeedback):
+            self.session.append(
+                _tool_message(msg.call_id, msg.as_text()),
+                stale=True,
+                tool=msg.tool,
+                peer=msg.peer,
+                elapsed_s=msg.elapsed_s,
+            )
+        return [Show("stale", _describe_stale(msg), {"message": msg})]
+
+    def _on_idle_suggestion(self, msg: InterruptAndSuggest) -> list[Action]:
+        return self._on_prompt(UserPrompt(msg.text))
+
+    def _on_idle_interrupt(self, msg: Interrupt) -> list[Action]:
+        return []
 
     def _on_interrupt(self, msg: Interrupt | InterruptAndSuggest) -> list[Action]:
         actions: list[Action] = []
@@ -210,7 +236,7 @@ class AgentMachine:
         if isinstance(msg, InterruptAndSuggest):
             self.session.append({"role": "user", "content": SUGGESTION_PREFIX + msg.text})
             self._steps = 0
-            return actions + [self._start()]
+            return actions + [Show("turn_end", "interrupted; suggestion sent"), self._start()]
         if self.queued:
             actions.append(Show("notice", f"dropped {len(self.queued)} queued message(s)"))
             self.queued.clear()
@@ -284,18 +310,24 @@ def _tool_message(call_id: str, content: str) -> dict[str, Any]:
 def _describe_stale(msg: object) -> str:
     if isinstance(msg, ToolExecutionFeedback):
         outcome = "error" if msg.error or (msg.result or {}).get("isError") else "ok"
-        return f"late result of an interrupted turn: {msg.tool} {outcome} (not added)"
+        where = "in /history, not sent to the model"
+        return f"late result of an interrupted turn: {msg.tool} {outcome} ({where})"
     return f"late {type(msg).__name__} of an interrupted turn (ignored)"
 
 
 _TRANSITIONS: dict[tuple[State, type], Callable[[AgentMachine, Any], list[Action]]] = {
     (State.IDLE, UserPrompt): AgentMachine._on_prompt,
+    (State.IDLE, ApprovalResolved): AgentMachine._on_approval_resolved,
+    (State.STREAMING, ApprovalResolved): AgentMachine._on_approval_resolved,
+    (State.AWAITING_TOOLS, ApprovalResolved): AgentMachine._on_approval_resolved,
     (State.STREAMING, UserPrompt): AgentMachine._on_queue,
     (State.AWAITING_TOOLS, UserPrompt): AgentMachine._on_queue,
     (State.STREAMING, OracleChunk): AgentMachine._on_chunk,
     (State.STREAMING, OracleDone): AgentMachine._on_done,
     (State.STREAMING, OracleFailed): AgentMachine._on_failed,
     (State.AWAITING_TOOLS, ToolExecutionFeedback): AgentMachine._on_feedback,
+    (State.IDLE, InterruptAndSuggest): AgentMachine._on_idle_suggestion,
+    (State.IDLE, Interrupt): AgentMachine._on_idle_interrupt,
 }
 _ANY_STATE: dict[type, Callable[[AgentMachine, Any], list[Action]]] = {
     Interrupt: AgentMachine._on_interrupt,

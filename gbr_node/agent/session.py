@@ -4,8 +4,10 @@ Each entry is a chat-completions message plus local-only metadata (`meta`:
 interrupted, stale, ...). `request_messages()` gives what is sent to the
 model, and it is always a valid conversation (DESIGN.md "Model side"): every
 assistant tool call is answered by exactly one tool message before anything
-else. Changes are reported to an optional `on_change(op, payload)` callback so
-the journal can persist them as they happen.
+else. Entries marked `stale=True` (late tool results of an interrupted turn,
+ADR-0010) are kept for `/history` and the journal but never sent. Changes
+are reported to an optional `on_change(op, payload)` callback so the journal
+can persist them as they happen.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+INTERRUPTED_MARK = "[interrupted by the user]"
 INTERRUPTED_NOTE = (
-    "If one of your previous answers is marked as interrupted, the person cut it short on "
-    "purpose: do not repeat or finish it; follow their next message instead."
+    f"An answer of yours that ends with {INTERRUPTED_MARK} was stopped by the person on "
+    "purpose while you were writing it, and any tool call you had not finished was dropped. "
+    "Do not repeat it or carry on from where it stopped; follow their next message, which "
+    "usually corrects or redirects what you were doing."
 )
 
 
@@ -88,11 +93,14 @@ class Session:
 
         An assistant tool call with no answer (for example after a crash
         between the call and its result) gets a synthetic tool message saying
-        it was not executed; a tool message answering nothing is left out.
+        it was not executed; a tool message answering nothing is left out,
+        and so is every entry marked `stale`.
         """
         out: list[dict[str, Any]] = []
         pending: list[str] = []
         for entry in self.entries:
+            if entry.meta.get("stale"):
+                continue
             msg = entry.message
             role = msg.get("role")
             if role == "tool":

@@ -21,7 +21,13 @@ import trio
 from gbr_node.agent.messages import Interrupt, InterruptAndSuggest, UserPrompt
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.errors import GbrError
-from gbr_node.repl.commands import CommandError, SlashCommand, help_text, parse_line
+from gbr_node.repl.commands import (
+    APPROVAL_COMMANDS,
+    CommandError,
+    SlashCommand,
+    help_text,
+    parse_line,
+)
 from gbr_node.repl.render import DIM, RESET, Renderer
 
 PROMPT = "› "
@@ -40,6 +46,12 @@ class NodeControl(Protocol):
     async def dial(self, multiaddr: str) -> str: ...
 
     async def env_command(self, args: str) -> str: ...
+
+    async def approvals_command(self, name: str, args: str) -> str: ...
+
+    def edit_approval(self, args: str) -> str:
+        """`/edit N`, run in the input thread while it owns the terminal."""
+        ...
 
 
 class _Quit(Exception):
@@ -62,7 +74,7 @@ class Repl:
                 nursery.start_soon(self._watch_sigint)
                 nursery.start_soon(
                     lambda: trio.to_thread.run_sync(
-                        _read_lines, send, token, abandon_on_cancel=True
+                        _read_lines, send, token, self._node.edit_approval, abandon_on_cancel=True
                     )
                 )
                 try:
@@ -83,6 +95,9 @@ class Repl:
         runtime = self._node.runtime
         if kind == "eof":
             raise _Quit
+        if kind == "output":
+            self._render.line(text)
+            return
         if kind == "interrupt":
             if runtime.machine.prompt_id is None:
                 self._render.line(f"{DIM}(nothing to stop; Ctrl-D or /quit leaves){RESET}")
@@ -118,13 +133,18 @@ class Repl:
                 self._node.runtime.machine.session.clear()
                 out("conversation cleared")
             elif cmd.name == "env":
-                out(await self._node.env_command(cmd.args))
+                text = await self._node.env_command(cmd.args)
+                if text:
+                    out(text)
+            elif cmd.name in APPROVAL_COMMANDS:
+                out(await self._node.approvals_command(cmd.name, cmd.args))
         except GbrError as exc:
             out(f"error: {exc}")
 
 
 def history_text(runtime: AgentRuntime) -> str:
-    """The conversation for `/history`: one block per message, cut parts marked."""
+    """The conversation for `/history`: one block per message, cut parts marked
+    `[interrupted]` and late tool results of an interrupted turn `[stale]` (ADR-0010)."""
     blocks = []
     for entry in runtime.machine.session.entries[1:]:
         msg = entry.message
@@ -136,15 +156,24 @@ def history_text(runtime: AgentRuntime) -> str:
                 for c in msg["tool_calls"]
             )
             body = f"{body}\n  calls: {calls}".strip()
-        marks = " [interrupted]" if entry.meta.get("interrupted") else ""
+        marks = "".join(f" [{m}]" for m in ("interrupted", "stale") if entry.meta.get(m))
         if role == "tool":
             body = body if len(body) <= 300 else body[:300] + "…"
         blocks.append(f"{role}{marks}: {body}")
     return "\n".join(blocks) or "(empty)"
 
 
-def _read_lines(send: trio.MemorySendChannel, token: trio.lowlevel.TrioToken) -> None:
-    """Worker thread: read lines and hand them to trio as (kind, text) pairs."""
+def _read_lines(
+    send: trio.MemorySendChannel,
+    token: trio.lowlevel.TrioToken,
+    edit: Callable[[str], str],
+) -> None:
+    """Worker thread: read lines and hand them to trio as (kind, text) pairs.
+
+    `/edit N` is carried out here, between two prompts, because `$EDITOR`
+    needs the terminal that this thread owns (EVD-DEV-02); its report is
+    handed over as ("output", text).
+    """
     session = _prompt_session()
     while True:
         try:
@@ -155,6 +184,9 @@ def _read_lines(send: trio.MemorySendChannel, token: trio.lowlevel.TrioToken) ->
         except EOFError:
             trio.from_thread.run(send.send, ("eof", ""), trio_token=token)
             return
+        if line.strip().lower().startswith("/edit "):
+            trio.from_thread.run(send.send, ("output", edit(line.strip()[6:])), trio_token=token)
+            continue
         trio.from_thread.run(send.send, ("line", line), trio_token=token)
 
 

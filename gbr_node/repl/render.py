@@ -60,7 +60,7 @@ class Renderer:
 
     def __init__(self, out: TextIO | None = None, *, color: bool = True) -> None:
         self._fixed_out = out
-        self._color = color
+        self.color = color
         self._mid_line = False
         self._in_reasoning = False
         self._calls: dict[str, dict[str, Any]] = {}
@@ -118,7 +118,7 @@ class Renderer:
             self._mid_line = False
 
     def _write(self, text: str) -> None:
-        if not self._color:
+        if not self.color:
             for code in (DIM, RED, YELLOW, GREEN, CYAN, RESET):
                 text = text.replace(code, "")
         self._out.write(text)

@@ -13,6 +13,7 @@ errors to MCP-shaped outcomes:
 from __future__ import annotations
 
 import contextvars
+import copy
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -77,6 +78,9 @@ class Registry:
             if tool.name in self._tools:
                 raise ValueError(f"duplicate tool name {tool.name!r}")
             self._tools[tool.name] = tool
+        # Specs are asked for on every inference and every tools/list; building
+        # a JSON Schema costs milliseconds, so it is done once per snapshot.
+        self._specs = {name: tool.spec() for name, tool in self._tools.items()}
         self._on_approval = on_approval or approval_required_result
 
     def names(self) -> list[str]:
@@ -87,10 +91,8 @@ class Registry:
         """MCP `tools/list` items for all tools, or for those of `names` that
         exist here (names this registry lacks are skipped, so a peer's grant
         may list tools the profile disables)."""
-        if names is None:
-            return [tool.spec() for tool in self._tools.values()]
-        wanted = set(names)
-        return [tool.spec() for name, tool in self._tools.items() if name in wanted]
+        wanted = self._specs.keys() if names is None else set(names)
+        return [copy.deepcopy(spec) for name, spec in self._specs.items() if name in wanted]
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
         """Run tool `name` with JSON `arguments` (None counts as `{}`); blocking

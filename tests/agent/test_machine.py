@@ -86,11 +86,34 @@ def test_late_feedback_of_an_interrupted_turn_is_stale_and_not_added():
     m.handle(OracleDone(pid, "", (call("c1"),)))
     m.handle(Interrupt())
     before = m.session.request_messages()
-    (shown,) = m.handle(ok(pid, "c1"))
+    (shown,) = m.handle(ok(pid, "c1", "LATE"))
     assert shown.kind == "stale"
     assert m.session.request_messages() == before
     assert_valid(before)
     assert "not awaited" in before[-1]["content"]
+    # recorded for /history and the journal, marked stale
+    assert m.session.entries[-1].message["content"] == "LATE"
+    assert m.session.entries[-1].meta["stale"] is True
+
+
+def test_stale_result_arriving_mid_turn_keeps_the_next_request_valid():
+    m = make()
+    old = only(m.handle(UserPrompt("go")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleDone(old, "", (call("c1"),)))
+    new = only(m.handle(InterruptAndSuggest("other")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleDone(new, "", (call("c2"),)))
+    m.handle(ok(old, "c1", "LATE"))
+    (start,) = only(m.handle(ok(new, "c2", "fresh")), StartInference)
+    msgs = list(start.prompt.messages)
+    assert_valid(msgs)
+    assert "LATE" not in str(msgs) and msgs[-1]["content"] == "fresh"
+
+
+def test_suggestion_while_idle_is_a_plain_prompt_and_ctrl_c_does_nothing():
+    m = make()
+    assert m.handle(Interrupt()) == []
+    (start,) = only(m.handle(InterruptAndSuggest("hello")), StartInference)
+    assert start.prompt.messages[-1] == {"role": "user", "content": "hello"}
 
 
 def test_chunks_of_an_old_prompt_never_reach_the_current_turn():

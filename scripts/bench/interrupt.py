@@ -1,0 +1,147 @@
+"""Benchmark: `/s` (ADR-0010) from the Enter key to the model server, through a real terminal.
+
+Run: `.venv/bin/python scripts/bench/interrupt.py [--interrupts 60]`. The
+test model server runs in this process; `gbr-node run` runs as its own
+process in a pseudo-terminal (pexpect, `delaybeforesend=None`), its output
+rendered by pyte as in the end-to-end tests. Each cycle: the model streams a
+slow answer (a word every 50 ms); once the third word is on screen, `/s next`
+is typed, the screen shows it on the input line, and then Enter is sent. Two
+times are taken from that Enter (`time.monotonic()` just before the write to
+the pty; the server stamps its records with the same clock):
+
+- Enter → close: the server sees the connection of the cut stream closed
+  (`Disconnect.at`). Target (issue 5): p95 below 50 ms.
+- Enter → request: the re-prompt carrying the suggestion arrives at the
+  server (`RecordedRequest.at`). Target: p95 below 150 ms.
+
+Prints median, p95 and max in milliseconds. The first `--warmup` cycles (3)
+are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pexpect
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.e2e.conftest import node_env, write_profile  # noqa: E402 (needs the path above)
+from tests.e2e.terminal import COLS, ROWS, Terminal  # noqa: E402
+from tests.support.model_server import ModelServer  # noqa: E402
+from tests.support.replies import Delay, SseReply  # noqa: E402
+
+TARGET_CLOSE_MS = 50.0
+TARGET_REQUEST_MS = 150.0
+WORD_GAP_S = 0.05
+WORDS = 400  # 20 s of answer: always cut long before its end
+WAIT_S = 20.0
+
+
+def _chunk(delta: dict, finish: str | None = None) -> dict:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "bench", "object": "chat.completion.chunk", "choices": [choice]}
+
+
+def slow_answer(tag: str) -> SseReply:
+    """Words `TAGw0 TAGw1 ...`, one every WORD_GAP_S seconds."""
+    items: list = [_chunk({"role": "assistant", "content": ""})]
+    for n in range(WORDS):
+        items += [_chunk({"content": f"{tag}w{n} "}), Delay(WORD_GAP_S)]
+    return SseReply([*items, _chunk({}, "stop")])
+
+
+def wait_for_more(term: Terminal, count: Callable[[], int], above: int, what: str) -> None:
+    """Pump the terminal until `count()` exceeds `above`; RuntimeError after WAIT_S seconds."""
+    deadline = time.monotonic() + WAIT_S
+    while count() <= above:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}:\n{term.text()[-2000:]}")
+        term.pump(0.002)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile `q` (0..100) of `values`."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def measure(interrupts: int, warmup: int) -> tuple[list[float], list[float]]:
+    """Run the cycles; returns (Enter → close, Enter → request) in milliseconds."""
+    cycles = interrupts + warmup
+    closes: list[float] = []
+    requests: list[float] = []
+    with ModelServer() as server, tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp) / "project"
+        project.mkdir()
+        write_profile(project, server.base_url)
+        server.enqueue(*[slow_answer(f"c{n}x") for n in range(cycles + 1)])
+        home = Path(tmp) / "home"
+        home.mkdir()
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "gbr_node", "run"],
+            cwd=str(project),
+            env=node_env(home),
+            encoding="utf-8",
+            dimensions=(ROWS, COLS),
+        )
+        child.delaybeforesend = None
+        term = Terminal(child)
+        try:
+            term.expect("/help for commands")
+            child.send("go\r")
+            for n in range(cycles):
+                term.expect(f"c{n}xw2 ")
+                term.mark()
+                child.send("/s next")
+                term.expect_new("/s next")
+                gone, asked = len(server.disconnects), len(server.chat_bodies)
+                start = time.monotonic()
+                child.send("\r")
+                wait_for_more(term, lambda: len(server.disconnects), gone, "the disconnect")
+                wait_for_more(term, lambda: len(server.chat_bodies), asked, "the new request")
+                if n >= warmup:
+                    closes.append((server.disconnects[gone].at - start) * 1000)
+                    chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+                    requests.append((chats[asked].at - start) * 1000)
+            problems = [r.problem for r in server.requests if r.problem]
+            if problems:
+                raise RuntimeError(f"the server refused requests: {problems[:3]}")
+        finally:
+            child.terminate(force=True)
+    return closes, requests
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--interrupts", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args(argv)
+    closes, requests = measure(args.interrupts, args.warmup)
+    print(f"/s interrupts through a pty: {len(closes)} measured (+{args.warmup} warm-up)")
+    print(f"{'Enter on /s →':<26}{'median':>9}{'p95':>9}{'max':>9}{'target p95':>13}")
+    ok = True
+    for name, values, target in (
+        ("server sees the close", closes, TARGET_CLOSE_MS),
+        ("new request arrives", requests, TARGET_REQUEST_MS),
+    ):
+        p95 = percentile(values, 95)
+        ok = ok and p95 < target
+        print(
+            f"{name:<26}{statistics.median(values):>7.1f}ms{p95:>7.1f}ms"
+            f"{max(values):>7.1f}ms{f'< {target:.0f} ms':>13}"
+        )
+    print("targets met" if ok else "TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
