@@ -1,0 +1,273 @@
+"""The running node: the rules in force and how the node reacts to events.
+
+`Node` holds the active profile snapshot (sandbox, tool registry, trust
+list) and is what the REPL's slash commands talk to (`repl.app.NodeControl`).
+It applies hot reloads (ADR-0012a) and relays approval outcomes (EVD-AI-01)
+to the local agent or to the peer that asked. `node.py` builds and runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from gbr_node.agent.dispatch import Dispatcher
+from gbr_node.agent.messages import ApprovalResolved
+from gbr_node.agent.runtime import AgentRuntime
+from gbr_node.approvals import ApprovalLog, default_path, outcome_text, pending_diff
+from gbr_node.approvals import cli as approvals_cli
+from gbr_node.approvals.desk import LOCAL, ApprovalDesk
+from gbr_node.approvals.review import colour_diff
+from gbr_node.approvals.state import Approval
+from gbr_node.config.events import ProfileRejected
+from gbr_node.config.loader import LoadedProfile, render_effective
+from gbr_node.config.watcher import ProfileWatcher
+from gbr_node.errors import GbrError, ModelError
+from gbr_node.llm.choice import ModelChoice, choose_model
+from gbr_node.llm.client import ClientSettings, ModelClient
+from gbr_node.p2p.host import P2PHost
+from gbr_node.p2p.remote import PeerDirectory
+from gbr_node.p2p.service import notify_peer
+from gbr_node.repl.render import DIM, RESET, YELLOW
+from gbr_node.rpc.server import Limits
+from gbr_node.rpc.toolhost import Grant, Snapshot
+from gbr_node.sandbox import Sandbox
+from gbr_node.tools.registry import Registry, build_registry
+
+log = logging.getLogger("gbr_node")
+REDELIVERY_INTERVAL_S = 2.0
+APPROVAL_RESOLVED = "notifications/approval_resolved"
+NO_MODEL_HELP = (
+    "no model configured and no local Ollama answered at http://127.0.0.1:11434. Set one:\n"
+    "  export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-...\n"
+    "         OPENAI_MODEL=gpt-4o-mini\n"
+    "  or [model] base_url / model in the profile, or --base-url / --model"
+)
+
+
+class Node:
+    """The rules in force (profile, sandbox, tool registry) and the parts built on them."""
+
+    def __init__(self, loaded: LoadedProfile) -> None:
+        self.approvals = ApprovalLog(default_path(loaded.project_dir))
+        self.desk = ApprovalDesk(
+            self.approvals, lambda: self.sandbox, self._announce_approval, self._approval_settled
+        )
+        self.undelivered: dict[str, list[Approval]] = {}
+        self.apply_profile(loaded)
+        self.dispatcher = Dispatcher(lambda: self.registry)
+        self.peers: PeerDirectory | None = None
+        self.host: P2PHost | None = None
+        self.choice: ModelChoice | None = None
+        self.client: ModelClient | None = None
+        self.retired_clients: list[ModelClient] = []
+        self.runtime: AgentRuntime | None = None
+        self.watcher: ProfileWatcher | None = None
+        self.notice: Callable[[str], None] = print
+        self.color = False
+
+    def apply_profile(self, loaded: LoadedProfile) -> None:
+        """Put a validated profile in force for every call that starts from now on."""
+        self.loaded = loaded
+        self.sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
+        self.registry: Registry = build_registry(
+            loaded.profile.tools, self.sandbox, on_approval=self.desk.on_approval
+        )
+
+    def snapshot(self) -> Snapshot:
+        """Trusted peers and tools in force, for the RPC server."""
+        return Snapshot(self.loaded.profile.peers, self.registry)
+
+    def limits(self) -> Limits:
+        """The RPC limits of the profile's `[node]` table."""
+        return Limits.from_config(self.loaded.profile.node)
+
+    def is_trusted(self, peer_id: str) -> bool:
+        """True when the active profile trusts `peer_id`."""
+        return any(p.peer_id == peer_id for p in self.loaded.profile.peers.values())
+
+    # -- what the REPL asks (repl.app.NodeControl) ---------------------------
+
+    def model(self) -> ModelClient:
+        """The current model client; ModelError when none is configured."""
+        if self.client is None:
+            raise ModelError(NO_MODEL_HELP)
+        return self.client
+
+    def tools_lines(self) -> list[str]:
+        """`/tools`: one line per tool the model can call."""
+        lines = []
+        for tool in self.dispatcher.chat_tools():
+            fn = tool["function"]
+            first = (fn.get("description") or "").strip().splitlines()[:1]
+            lines.append(f"  {fn['name']:<20} {first[0] if first else ''}")
+        return lines
+
+    def peers_lines(self) -> list[str]:
+        """`/peers`: trusted peers and whether they are connected."""
+        return self.peers.lines() if self.peers else []
+
+    async def dial(self, target: str) -> str:
+        """`/dial ALIAS|MULTIADDR`: connect to a trusted peer and learn its tools."""
+        if self.peers is None:
+            raise GbrError("this node has no libp2p host")
+        return await self.peers.dial(target)
+
+    async def env_command(self, args: str) -> str:
+        """`/env` shows the active profile; `/env use NAME` switches; `/env reload` checks now.
+
+        Switching and reloading follow the hot-reload rules (ADR-0012a): the
+        outcome is announced like any reload, and a broken profile changes nothing.
+        """
+        word, _, rest = args.strip().partition(" ")
+        if not word:
+            return f"profile {self.loaded.name} ({self.loaded.file})\n" + render_effective(
+                self.loaded
+            )
+        if self.watcher is None:
+            raise GbrError("profile watching is not running")
+        if word == "use" and rest.strip():
+            await self.watcher.switch(rest.strip())
+            return ""
+        if word == "reload":
+            outcome = await self.watcher.check_now()
+            return "" if outcome is not None else f"profile {self.loaded.name} is unchanged"
+        raise GbrError("usage: /env, /env use NAME, /env reload")
+
+    async def follow_profile(self, receive: trio.MemoryReceiveChannel) -> None:
+        """Apply what the watcher sends (ADR-0012a): a valid profile is put in force
+        for every call that starts after it, the agent's system message is
+        replaced, peers no longer trusted are disconnected, and one line says
+        what changed; a rejected profile is reported and the old one stays."""
+        async for message in receive:
+            if isinstance(message, ProfileRejected):
+                self.notice(
+                    f"{YELLOW}profile not reloaded, the previous one stays: {message}{RESET}"
+                )
+                continue
+            previous = self.loaded
+            try:
+                self.apply_profile(message.snapshot)
+            except GbrError as exc:
+                self.notice(f"{YELLOW}profile not applied, the previous one stays: {exc}{RESET}")
+                self.apply_profile(previous)
+                continue
+            if self.runtime is not None:
+                await self.runtime.inbox.send(message)
+            if message.snapshot.profile.model != previous.profile.model and self.client:
+                self._replace_client()
+            if self.host is not None:
+                await self.host.drop_untrusted()
+            name = message.snapshot.name
+            if name != previous.name:
+                self.notice(f"switched to profile {name}")
+            else:
+                what = ", ".join(message.changed) or "no effective change"
+                self.notice(f"profile {name} reloaded: {what}")
+
+    # -- approvals (EVD-AI-01, EVD-DEV-01/02) -------------------------------
+
+    def _announce_approval(self, approval: Approval) -> None:
+        who = "the agent" if approval.requester == LOCAL else approval.requester_alias or "a peer"
+        what = f"{approval.tool} {approval.path}"
+        lines = [f"{YELLOW}approval #{approval.id} requested by {who}: {what}{RESET}"]
+        diff = pending_diff(approval, self.sandbox)
+        if diff:
+            lines.append(colour_diff(diff, colour=self.color))
+        lines.append(
+            f"{DIM}/approve {approval.id} · /reject {approval.id} [reason] · /edit {approval.id}"
+            f"  (or: gbr-node approvals ...){RESET}"
+        )
+        self.notice("\n".join(lines))
+
+    async def _approval_settled(self, approval: Approval) -> None:
+        text = outcome_text(approval)
+        if approval.requester == LOCAL:
+            self.notice(f"approval #{approval.id}: {approval.status}")
+            if self.runtime is not None:
+                await self.runtime.inbox.send(ApprovalResolved(approval.id, text))
+            return
+        self.undelivered.setdefault(approval.requester, []).append(approval)
+        await self.deliver_outcomes(approval.requester)
+
+    async def approvals_command(self, name: str, args: str) -> str:
+        """`/approvals`, `/show N`, `/approve N`, `/reject N [reason]` (as `gbr-node approvals`)."""
+        return await trio.to_thread.run_sync(self._approvals_cli, name, args)
+
+    def edit_approval(self, args: str) -> str:
+        """`/edit N`: opens `$EDITOR`; called from the REPL's input thread (EVD-DEV-02)."""
+        return self._approvals_cli("edit", args)
+
+    def _approvals_cli(self, name: str, args: str) -> str:
+        words = args.split()
+        ns = argparse.Namespace(
+            approvals_action="list" if name == "approvals" else name,
+            all="--all" in words,
+            force="--force" in words,
+            reason=" ".join(words[1:]) or None,
+        )
+        if name != "approvals":
+            if not words or not words[0].lstrip("#").isdigit():
+                return f"/{name} needs an approval number, e.g. /{name} 3"
+            ns.id = int(words[0].lstrip("#"))
+        out = io.StringIO()
+        approvals_cli.main(self.loaded.project_dir, lambda: self.sandbox, ns, out=out)
+        return out.getvalue().rstrip()
+
+    async def deliver_outcomes(self, peer_id: str) -> None:
+        """Send pending approval outcomes to the peer that asked; kept for later on failure."""
+        waiting = self.undelivered.pop(peer_id, [])
+        for n, approval in enumerate(waiting):
+            params = {
+                "approval_id": approval.id,
+                "status": approval.status,
+                "tool": approval.tool,
+                "path": approval.path,
+                "text": outcome_text(approval),
+            }
+            try:
+                if self.host is None:
+                    raise GbrError("no libp2p host")
+                await notify_peer(self.host, peer_id, APPROVAL_RESOLVED, params)
+            except GbrError as exc:
+                log.info("approval #%s outcome not delivered to %s: %s", approval.id, peer_id, exc)
+                self.undelivered[peer_id] = waiting[n:]
+                return
+
+    async def redeliver_forever(self) -> None:
+        """Every few seconds, retry outcomes for peers that are connected again."""
+        while True:
+            await trio.sleep(REDELIVERY_INTERVAL_S)
+            connected = set(self.host.connected_peers()) if self.host else set()
+            for peer_id in list(self.undelivered):
+                if peer_id in connected:
+                    await self.deliver_outcomes(peer_id)
+
+    async def on_notify(self, grant: Grant, method: str, params: dict[str, Any]) -> None:
+        """A notification from a trusted peer: an approval outcome for our agent."""
+        if method != APPROVAL_RESOLVED:
+            log.info("ignored %s from %s", method, grant.alias)
+            return
+        text = f"[from peer {grant.alias}] {params.get('text', '')}"
+        self.notice(
+            f"peer {grant.alias}: approval #{params.get('approval_id')} {params.get('status')}"
+        )
+        if self.runtime is not None:
+            await self.runtime.inbox.send(ApprovalResolved(params.get("approval_id", 0), text))
+
+    def _replace_client(self) -> None:
+        choice = choose_model(self.loaded.profile.model, os.environ)
+        if not (choice.config.base_url and choice.config.model):
+            return
+        if self.client is not None:
+            self.retired_clients.append(self.client)
+        self.choice = choice
+        self.client = ModelClient(
+            ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
+        )
