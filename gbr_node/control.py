@@ -77,7 +77,10 @@ class Node:
         self.loaded = loaded
         self.sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
         self.registry: Registry = build_registry(
-            loaded.profile.tools, self.sandbox, on_approval=self.desk.on_approval
+            loaded.profile.tools,
+            self.sandbox,
+            on_approval=self.desk.on_approval,
+            extra=[self.desk.status_tool()],
         )
 
     def snapshot(self) -> Snapshot:

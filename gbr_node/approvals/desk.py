@@ -19,17 +19,35 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import trio
+from pydantic import Field
 
 from gbr_node.approvals.apply import apply, fingerprint
 from gbr_node.approvals.log import ApprovalLog
-from gbr_node.approvals.state import Applied, Approval, Approved, Failed, PendingApproval, Rejected
-from gbr_node.errors import ApprovalRequired, GbrError
+from gbr_node.approvals.state import (
+    Applied,
+    Approval,
+    Approved,
+    Failed,
+    PendingApproval,
+    Rejected,
+    UnknownApproval,
+    outcome_text,
+)
+from gbr_node.errors import ApprovalRequired, GbrError, ToolError
 from gbr_node.sandbox import Sandbox
+from gbr_node.tools.base import Params, Tool
 from gbr_node.tools.registry import CALLER, ToolResult
 
 POLL_INTERVAL_S = 0.25
 LOCAL = "local"
 log = logging.getLogger("gbr_node.approvals")
+
+
+class ApprovalStatusParams(Params):
+    """Arguments of approval_status."""
+
+    approval_id: int = Field(ge=1, description="The approval_id of a pending_approval result.")
+
 
 class ApprovalDesk:
     """Connects the approval log to the running node.
@@ -71,6 +89,40 @@ class ApprovalDesk:
             "path": exc.path,
         }
         return ToolResult.text(text, structured=structured)
+
+    def status_tool(self) -> Tool:
+        """`approval_status(approval_id)`: where one of the caller's approvals stands.
+
+        A peer sees only the approvals it asked for; the local agent sees all.
+        The way for a requester that was offline to learn an outcome (EVD-AI-01).
+        """
+
+        def handler(params: ApprovalStatusParams) -> ToolResult:
+            requester, _ = CALLER.get()
+            try:
+                approval = self.log.get(params.approval_id)
+            except UnknownApproval:
+                approval = None
+            if approval is None or requester not in (LOCAL, approval.requester):
+                raise ToolError(f"no approval #{params.approval_id} of yours")
+            text = (
+                outcome_text(approval)
+                if approval.settled
+                else (
+                    f"{approval.tool} on {approval.path} (approval #{approval.id}) is still "
+                    "waiting for the operator."
+                )
+            )
+            structured = {"approval_id": approval.id, "status": approval.status}
+            return ToolResult.text(text, structured=structured)
+
+        return Tool(
+            name="approval_status",
+            description="Tell where an approval you asked for stands (pending, applied, "
+            "rejected or failed), by its approval_id from a pending_approval result.",
+            params=ApprovalStatusParams,
+            handler=handler,
+        )
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         """Poll the log until cancelled.

@@ -49,6 +49,13 @@ class Grant:
 
 Notify = Callable[[Grant, str, dict[str, Any]], Awaitable[None]]
 
+ALWAYS_GRANTED = frozenset({"approval_status"})
+"""Tools every trusted peer may call: they only show the peer its own requests."""
+
+
+def _granted(grant: Grant, name: str) -> bool:
+    return name in ALWAYS_GRANTED or grant.peer.may_call(name)
+
 
 class ProfileToolHost:
     """Serves the registry to the peers the current profile trusts.
@@ -80,11 +87,11 @@ class ProfileToolHost:
 
     def list_tools(self, grant: Grant) -> list[dict[str, Any]]:
         """MCP specs of the tools granted to this peer that are enabled here."""
-        return [s for s in grant.registry.specs() if grant.peer.may_call(s["name"])]
+        return [s for s in grant.registry.specs() if _granted(grant, s["name"])]
 
     async def call_tool(self, grant: Grant, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run a granted tool in a worker thread; UnknownTool when not granted or absent."""
-        if not grant.peer.may_call(name):
+        if not _granted(grant, name):
             raise UnknownTool(f"unknown tool {name!r}")
         CALLER.set((grant.peer_id, grant.alias))  # this task's context only
         result = await trio.to_thread.run_sync(

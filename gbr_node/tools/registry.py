@@ -132,6 +132,7 @@ def build_registry(
     *,
     search_path: str | None = None,
     on_approval: ApprovalHandler | None = None,
+    extra: Iterable[Tool] = (),
 ) -> Registry:
     """Build the registry of the tools `tools` enables, bound to `sandbox`.
 
@@ -141,7 +142,8 @@ def build_registry(
     warning. A later change of PATH, or a file planted in the root, has no
     effect on this registry (issue 2, "Local tools"). `run_command` exists
     only on POSIX (it kills process groups); elsewhere it is left out with a
-    warning. `on_approval` is passed to `Registry`.
+    warning. `on_approval` is passed to `Registry`. `extra` tools (the node's
+    own, such as `approval_status`) are added whatever `tools` says.
     """
     built = (*files.file_tools(tools, sandbox), *tree.tree_tools(sandbox))
     available = {tool.name: tool for tool in (*built, search.search_tool(tools, sandbox))}
@@ -152,4 +154,4 @@ def build_registry(
         else:
             log.warning("run_command needs POSIX process groups; left out on %s", os.name)
     names = [name for name in ALL_LOCAL_TOOLS if name in available and tools.is_enabled(name)]
-    return Registry([available[name] for name in names], on_approval=on_approval)
+    return Registry([*(available[name] for name in names), *extra], on_approval=on_approval)
