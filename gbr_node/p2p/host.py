@@ -23,6 +23,7 @@ in rpc/ instead). Here:
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -221,7 +222,8 @@ class P2PHost:
             PeerUnreachable: as for `connect()`, or the peer does not support
                 `protocol_id`, or the connection broke while negotiating.
         """
-        pid = parse_peer_id(await self.connect(target, timeout_s=timeout_s), "target")
+        await self.connect(target, timeout_s=timeout_s)
+        pid = _parse_target(target)[0]
         try:
             with trio.fail_after(timeout_s):
                 net_stream = await self._host.new_stream(pid, [TProtocol(protocol_id)])
@@ -267,14 +269,27 @@ class P2PHost:
 
     def _resolve_target(self, target: str) -> tuple[ID, list[multiaddr.Multiaddr]]:
         """Return (peer ID, addresses to dial) for a peer ID or a /p2p/ multiaddr."""
-        if not target.startswith("/"):
-            pid = parse_peer_id(target, "target")
+        pid, addr = _parse_target(target)
+        if addr is None:
             return pid, list(self._address_book.get(pid, ()))
-        addr = parse_multiaddr(target, "target")
-        named = addr.get_peer_id()
-        if named is None or addr.protocols()[-1].name != "p2p":
-            raise GbrError(f"target: multiaddr {target!r} must end in /p2p/<peer ID>")
-        return parse_peer_id(named, "target"), [without_p2p(addr)]
+        return pid, [addr]
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_target(target: str) -> tuple[ID, multiaddr.Multiaddr | None]:
+    """(peer ID, address without `/p2p/`, or None for a bare peer ID) of a `connect()` target.
+
+    Cached: py-multiaddr takes ~0.1-0.25 ms to parse and split one multiaddr,
+    and every call to a peer resolves its target again (scripts/bench/rpc.py).
+    Both values are immutable. Raises GbrError as `P2PHost.connect` documents.
+    """
+    if not target.startswith("/"):
+        return parse_peer_id(target, "target"), None
+    addr = parse_multiaddr(target, "target")
+    named = addr.get_peer_id()
+    if named is None or addr.protocols()[-1].name != "p2p":
+        raise GbrError(f"target: multiaddr {target!r} must end in /p2p/<peer ID>")
+    return parse_peer_id(named, "target"), without_p2p(addr)
 
 
 class _InboundTrustGate(INotifee):
