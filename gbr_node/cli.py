@@ -161,6 +161,15 @@ def cmd_call(args: argparse.Namespace) -> int:
     return trio.run(node.call_once, _settings(args), args.target, tool, arguments)
 
 
+def cmd_model(args: argparse.Namespace) -> int:
+    """Print which model `gbr-node run` would use and why: `gbr-node model`."""
+    import trio
+
+    from gbr_node import node
+
+    return trio.run(node.describe_model, _settings(args))
+
+
 def cmd_id(args: argparse.Namespace) -> int:
     """Print this node's peer ID and multiaddrs: `gbr-node id`."""
     from gbr_node import node
@@ -209,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("id", help="print this node's peer ID and multiaddrs")
     p.set_defaults(func=cmd_id)
+
+    p = sub.add_parser("model", help="show which model `run` would use, and why")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (overrides profile and env)")
+    p.add_argument("--model", help="model name (overrides profile and env)")
+    p.set_defaults(func=cmd_model)
 
     from gbr_node.approvals.cli import add_parser as add_approvals_parser
 

@@ -26,11 +26,14 @@ from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.config.loader import LoadedProfile, load_profile
+from gbr_node.config.profile import ModelConfig
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.control import NO_MODEL_HELP, Node
 from gbr_node.errors import GbrError, ModelError, PeerUnreachable
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ClientSettings, ModelClient
+from gbr_node.llm.local import describe as describe_local
+from gbr_node.llm.local import local_model_available, local_model_server
 from gbr_node.p2p.host import P2PHost, open_host
 from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
 from gbr_node.p2p.remote import PeerDirectory
@@ -221,26 +224,49 @@ def _open_session(settings: NodeSettings, loaded: LoadedProfile) -> tuple[Sessio
     return session, journal, previous is not None
 
 
+async def choose(settings: NodeSettings, profile_model: ModelConfig) -> ModelChoice:
+    """The model endpoint for `run`: profile < environment < flags, then a local Ollama."""
+    choice = choose_model(
+        profile_model, os.environ, base_url=settings.base_url, model=settings.model
+    )
+    return choice if choice.configured else await _probe_ollama(choice)
+
+
+async def describe_model(settings: NodeSettings) -> int:
+    """`gbr-node model`: print which model `run` would use, and why."""
+    print(
+        describe_local(
+            await choose(settings, load_profile(settings.project_dir, settings.env).profile.model)
+        )
+    )
+    return EXIT_OK
+
+
 async def run_interactive(settings: NodeSettings) -> int:
-    """`gbr-node run`: the whole node with its REPL; returns the exit status."""
+    """`gbr-node run`: the whole node with its REPL; returns the exit status.
+
+    With no model configured and no Ollama answering, the embedded model
+    (the `[local]` extra, issue 8) is started for the length of the session.
+    """
     handler = setup_logging(settings.project_dir)
     node = Node(load_profile(settings.project_dir, settings.env))
-    choice = choose_model(
-        node.loaded.profile.model, os.environ, base_url=settings.base_url, model=settings.model
-    )
-    if not choice.configured:
-        choice = await _probe_ollama(choice)
-    node.choice = choice
-    if choice.config.base_url and choice.config.model:
-        node.client = ModelClient(
-            ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
-        )
+    choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
     machine = AgentMachine(session, node.dispatcher.chat_tools)
     renderer = Renderer(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
     node.runtime = AgentRuntime(machine, node.model, node.dispatcher, renderer)
     try:
         async with AsyncExitStack() as stack:
+            if not choice.configured and local_model_available():
+                renderer.line(f"{DIM}starting the embedded model (nothing else configured)…{RESET}")
+                log_path = settings.project_dir / ".gbr" / "node.log"
+                local = await stack.enter_async_context(local_model_server(log_path))
+                choice = local.apply_to(choice)
+            node.choice = choice
+            if choice.config.base_url and choice.config.model:
+                node.client = ModelClient(
+                    ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
+                )
             try:
                 host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
             except GbrError as exc:
@@ -258,12 +284,12 @@ async def run_interactive(settings: NodeSettings) -> int:
                 nursery.start_soon(node.peers.dial_known)
             await Repl(node, renderer).run()
             nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                for client in [node.client, *node.retired_clients]:
+                    if client is not None:
+                        await client.aclose()
     finally:
         journal.close()
-        with trio.CancelScope(shield=True):
-            for client in [node.client, *node.retired_clients]:
-                if client is not None:
-                    await client.aclose()
     return EXIT_OK
 
 
