@@ -260,9 +260,13 @@ async def run_interactive(settings: NodeSettings) -> int:
             if not choice.configured and local_model_available():
                 renderer.line(f"{DIM}starting the embedded model (nothing else configured)…{RESET}")
                 log_path = settings.project_dir / ".gbr" / "node.log"
-                local = await stack.enter_async_context(local_model_server(log_path))
-                choice = local.apply_to(choice)
+                try:
+                    local = await stack.enter_async_context(local_model_server(log_path))
+                    choice = local.apply_to(choice)
+                except ModelError as exc:
+                    renderer.line(f"{RED}{exc}{RESET}")
             node.choice = choice
+            stack.push_async_callback(_close_clients, node)  # after the tasks using them end
             if choice.config.base_url and choice.config.model:
                 node.client = ModelClient(
                     ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
@@ -284,13 +288,16 @@ async def run_interactive(settings: NodeSettings) -> int:
                 nursery.start_soon(node.peers.dial_known)
             await Repl(node, renderer).run()
             nursery.cancel_scope.cancel()
-            with trio.CancelScope(shield=True):
-                for client in [node.client, *node.retired_clients]:
-                    if client is not None:
-                        await client.aclose()
     finally:
         journal.close()
     return EXIT_OK
+
+
+async def _close_clients(node: Node) -> None:
+    with trio.CancelScope(shield=True):
+        for client in [node.client, *node.retired_clients]:
+            if client is not None:
+                await client.aclose()
 
 
 async def _start_background(node: Node, nursery: trio.Nursery) -> None:

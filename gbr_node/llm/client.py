@@ -20,6 +20,9 @@ Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
   `Completion` (`partial=True`, `error` set) that keeps the text.
 - With `stream_tools=False`, a request carrying tools is sent with
   `stream: false` and its JSON answer is turned into the same events.
+- An assistant message whose `content` is null (only tool calls) is sent
+  without `content`: OpenAI allows both, llama-cpp-python's server rejects
+  the null with HTTP 500.
 
 The retry loop is plain code rather than tenacity/stamina: its waits come
 from the failed response's headers, and it must run inside the context that
@@ -219,7 +222,8 @@ class ChatStream:
 
     def _body(self, streaming: bool) -> dict[str, Any]:
         settings = self._client.settings
-        body: dict[str, Any] = {"model": settings.model, "messages": self._messages}
+        messages = [_wire_message(message) for message in self._messages]
+        body: dict[str, Any] = {"model": settings.model, "messages": messages}
         if self._tools:
             body["tools"] = self._tools
         if settings.temperature is not None:
@@ -280,6 +284,13 @@ class ChatStream:
                 f"the model server answered with invalid JSON: {raw[:200]!r}", status=200
             ) from exc
         return self._assembler.feed_message(answer)
+
+
+def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` as sent: an assistant message's null `content` left out (module docstring)."""
+    if message.get("role") == "assistant" and "content" in message and message["content"] is None:
+        return {key: value for key, value in message.items() if key != "content"}
+    return message
 
 
 async def _read_error_body(response: httpx.Response) -> str:

