@@ -127,3 +127,27 @@ def test_a_peer_removed_from_peers_is_refused_on_its_next_call(tmp_path):
     finally:
         server.kill()
         server.wait(timeout=10)
+
+
+def test_unprotecting_a_file_live_lets_the_next_write_through(project, model_server, run_node):
+    extra = FAST.replace("[watch]", 'protected_files = ["notes.txt"]\n[watch]')
+    profile = write_profile(project, model_server.base_url, extra=extra)
+    profile.write_text(profile.read_text().replace('protected_files = ["pyproject.toml"]\n', ""))
+    target = project / "notes.txt"
+    target.write_text("v0")
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "notes.txt", "content": "v1"}),
+        text_reply("asked for v1"),
+        tool_call_reply("write_file", {"path": "notes.txt", "content": "v2"}),
+        text_reply("wrote v2"),
+    )
+    term = run_node()
+    term.sendline("write v1")
+    term.expect_new("asked for v1")
+    assert target.read_text() == "v0"
+    term.mark()
+    rewrite(profile, 'protected_files = ["notes.txt"]', "protected_files = []", atomic=False)
+    term.expect_new("profile default reloaded: protected_files")
+    term.sendline("write v2")
+    term.expect_new("wrote v2")
+    assert target.read_text() == "v2"
