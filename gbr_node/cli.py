@@ -84,7 +84,8 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 def cmd_tool(args: argparse.Namespace) -> int:
     """Run one local tool under the active profile and print its MCP result."""
-    from gbr_node.errors import InvalidArguments, SecurityViolation, UnknownTool
+    from gbr_node.approvals import ApprovalLog, default_path
+    from gbr_node.approvals.desk import ApprovalDesk
     from gbr_node.sandbox import Sandbox
     from gbr_node.tools.registry import build_registry
 
@@ -93,16 +94,30 @@ def cmd_tool(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     loaded = _load(args)
     sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
-    registry = build_registry(loaded.profile.tools, sandbox)
+    with ApprovalLog(default_path(loaded.project_dir)) as approvals:
+        # A protected write asked from here waits in the log like any other (EVD-AI-01).
+        desk = ApprovalDesk(approvals, lambda: sandbox)
+        registry = build_registry(
+            loaded.profile.tools,
+            sandbox,
+            on_approval=desk.on_approval,
+            extra=[desk.status_tool()],
+        )
+        return _run_tool(registry, args.name, arguments, as_json=args.json)
+
+
+def _run_tool(registry, name: str, arguments: dict, *, as_json: bool) -> int:
+    from gbr_node.errors import InvalidArguments, SecurityViolation, UnknownTool
+
     try:
-        result = registry.call(args.name, arguments)
+        result = registry.call(name, arguments)
     except (UnknownTool, InvalidArguments) as exc:
         print(f"gbr-node: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SecurityViolation as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    if args.json:
+    if as_json:
         print(json.dumps(result.to_mcp(), indent=2))
     else:
         for item in result.content:

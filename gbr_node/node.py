@@ -257,7 +257,7 @@ async def run_interactive(settings: NodeSettings) -> int:
     node.runtime = AgentRuntime(machine, node.model, node.dispatcher, renderer)
     try:
         async with AsyncExitStack() as stack:
-            if not choice.configured and local_model_available():
+            if not choice.configured and embedded_allowed() and local_model_available():
                 renderer.line(f"{DIM}starting the embedded model (nothing else configured)…{RESET}")
                 log_path = settings.project_dir / ".gbr" / "node.log"
                 try:
@@ -291,6 +291,11 @@ async def run_interactive(settings: NodeSettings) -> int:
     finally:
         journal.close()
     return EXIT_OK
+
+
+def embedded_allowed() -> bool:
+    """False when `GBR_LOCAL_MODEL=0`: never start the embedded model (issue 8)."""
+    return os.environ.get("GBR_LOCAL_MODEL", "1") != "0"
 
 
 async def _close_clients(node: Node) -> None:
@@ -329,5 +334,5 @@ def _banner(
         renderer.line(f"{DIM}peer {addrs}{RESET}")
     if resumed:
         renderer.line(f"{DIM}resumed the last session ({messages} messages){RESET}")
-    count = len(node.registry.names())
+    count = len(node.dispatcher.chat_tools())
     renderer.line(f"{DIM}{count} tools · /help for commands · Ctrl-D leaves{RESET}")

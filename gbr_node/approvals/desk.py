@@ -58,19 +58,21 @@ class ApprovalDesk:
         on_new: called with each new pending approval (announce it).
         on_settled: awaited with each approval that became applied, failed
             or rejected while the node runs (tell the requester).
+    Both are used only by `run`; a desk that never runs (as in `gbr-node
+    tool`) needs neither.
     """
 
     def __init__(
         self,
         approvals: ApprovalLog,
         sandbox: Callable[[], Sandbox],
-        on_new: Callable[[Approval], None],
-        on_settled: Callable[[Approval], Awaitable[None]],
+        on_new: Callable[[Approval], None] = lambda approval: None,
+        on_settled: Callable[[Approval], Awaitable[None]] | None = None,
     ) -> None:
         self.log = approvals
         self._sandbox = sandbox
         self._on_new = on_new
-        self._on_settled = on_settled
+        self._on_settled = on_settled or _ignore
         self._seq = 0
 
     def on_approval(self, exc: ApprovalRequired) -> ToolResult:
@@ -165,3 +167,7 @@ class ApprovalDesk:
         await trio.to_thread.run_sync(
             lambda: apply(self.log, approval_id, self._sandbox(), by="node")
         )
+
+
+async def _ignore(approval: Approval) -> None:
+    return None

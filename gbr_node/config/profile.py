@@ -22,6 +22,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gbr_node.sandbox.protected import glob_to_regex
+
 DEFAULT_SYSTEM_PROMPT = (
     "You are gbr-node's agent, a careful software engineer working inside a sandboxed "
     "project folder. Use the tools to read before you change anything, keep changes small, "
@@ -38,6 +40,12 @@ ALL_LOCAL_TOOLS = (
     "search_text",
     "run_command",
 )
+
+
+TCP_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}$"
+"""A plain TCP listen or dial multiaddr, e.g. /ip4/127.0.0.1/tcp/4001 (no /p2p/ part)."""
+PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,128}$"
+"""A base58btc libp2p peer ID as `gbr-node id` prints it, e.g. 12D3KooW..."""
 
 
 class _Frozen(BaseModel):
@@ -119,7 +127,7 @@ class ModelConfig(_Frozen):
 class NodeConfig(_Frozen):
     """`[node]`: libp2p listen multiaddrs and JSON-RPC limits (sizes in bytes, times in seconds)."""
 
-    listen: tuple[str, ...] = ("/ip4/127.0.0.1/tcp/4001",)
+    listen: tuple[Annotated[str, Field(pattern=TCP_MULTIADDR)], ...] = ("/ip4/127.0.0.1/tcp/4001",)
     max_message_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
     max_concurrent_calls_per_peer: Annotated[int, Field(gt=0)] = 16
     call_timeout_s: Annotated[float, Field(gt=0)] = 120.0
@@ -129,8 +137,8 @@ class NodeConfig(_Frozen):
 class TrustedPeer(_Frozen):
     """`[peers.ALIAS]`: a trusted peer, where to dial it, and the tools it may call."""
 
-    peer_id: Annotated[str, Field(min_length=1)]
-    addrs: tuple[str, ...] = ()
+    peer_id: Annotated[str, Field(pattern=PEER_ID)]
+    addrs: tuple[Annotated[str, Field(pattern=TCP_MULTIADDR)], ...] = ()
     tools: tuple[str, ...] | Literal["*"] = ()
 
     def may_call(self, tool: str) -> bool:
@@ -151,6 +159,14 @@ class Profile(_Frozen):
     system_prompt_file: str | None = None
     allowed_root: Annotated[str, Field(min_length=1)] = "."
     protected_files: tuple[str, ...] = ()
+
+    @field_validator("protected_files")
+    @classmethod
+    def _patterns_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            glob_to_regex(pattern)  # ValueError names the pattern
+        return value
+
     tools: ToolsConfig = ToolsConfig()
     model: ModelConfig = ModelConfig()
     node: NodeConfig = NodeConfig()

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from gbr_node.config.keylines import format_key, key_line
-from gbr_node.config.profile import Profile
+from gbr_node.config.profile import PEER_ID, TCP_MULTIADDR, Profile
 from gbr_node.errors import ProfileError
 
 if sys.version_info >= (3, 11):
@@ -46,6 +46,8 @@ _PATTERN_WORDS = {
     r"^[A-Za-z0-9_-]+$": "only letters, digits, '_' and '-'",
     r"^[^/\\\x00]+$": "a bare program name, without '/' or '\\'",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable name (letters, digits, '_')",
+    TCP_MULTIADDR: "a TCP multiaddr such as /ip4/127.0.0.1/tcp/4001",
+    PEER_ID: "a peer ID as `gbr-node id` prints it (12D3KooW...)",
 }
 _BOUNDS = {
     "greater_than": ("gt", "greater than"),

@@ -81,7 +81,7 @@ async def call_tool(
         )
     finally:
         await stream.aclose()
-    return result.model_dump()
+    return result.model_dump(exclude_none=True)
 
 
 async def list_tools(

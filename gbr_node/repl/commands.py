@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "s": ("TEXT", "interrupt the answer and steer it with TEXT (also /suggestion)"),
     "tools": ("", "list the tools the model can call (local and from peers)"),
     "peers": ("", "list trusted peers and whether they are connected"),
-    "dial": ("MULTIADDR", "connect to a peer"),
+    "dial": ("ALIAS|MULTIADDR", "connect to a trusted peer and learn its tools"),
     "history": ("", "show the conversation, with interrupted parts marked"),
     "clear": ("", "forget the conversation (the system prompt stays)"),
     "env": ("[use NAME | reload]", "show, switch or reload the environment profile"),

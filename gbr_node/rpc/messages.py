@@ -186,10 +186,12 @@ class TextContent(_Mcp):
 
 
 class CallToolResult(_Mcp):
-    """`tools/call` result: `content` blocks and `isError` (true: the tool ran and failed)."""
+    """`tools/call` result: `content` blocks and `isError` (true: the tool ran and failed),
+    plus MCP's optional `structuredContent` (e.g. `{"status": "pending_approval", ...}`)."""
 
     content: list[TextContent]
     isError: StrictBool = False
+    structuredContent: dict[str, Any] | None = None
 
 
 def describe_validation_error(exc: ValidationError, *, limit: int = 5) -> str:

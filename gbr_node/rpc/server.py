@@ -281,7 +281,8 @@ class RpcServer(Generic[GrantT]):
         except CallTimeout as exc:
             raise RpcError(codes.CALL_TIMEOUT, str(exc)) from exc
         except ToolError as exc:
-            return CallToolResult(content=[TextContent(text=str(exc))], isError=True).model_dump()
+            result = CallToolResult(content=[TextContent(text=str(exc))], isError=True)
+            return result.model_dump(exclude_none=True)
         raise RpcError(codes.CALL_TIMEOUT, f"tools/call {params.name} ran past {timeout} s")
 
     async def _notify(self, notification: Notification, peer_id: str) -> None:
@@ -337,7 +338,7 @@ def _parse_params(model: type[ModelT], params: dict[str, Any] | list[Any] | None
 def _checked(model: type[BaseModel], value: object) -> dict[str, Any]:
     """Validate what the host returned; a bad value is our fault: -32603, details in the log."""
     try:
-        return model.model_validate(value).model_dump(mode="json")
+        return model.model_validate(value).model_dump(mode="json", exclude_none=True)
     except ValidationError as exc:
         log.error("tool host returned an invalid %s: %s", model.__name__, exc)
         raise RpcError(

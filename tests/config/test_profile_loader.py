@@ -310,7 +310,8 @@ def test_effective_profile_parses_back_to_the_same_profile(project, write_profil
     (project / "p.md").write_text("line one\nline two\n")
     text = (
         'system_prompt_file = "p.md"\n[model]\nheaders = { "X-Title" = "gbr" }\n'
-        '[peers.alice]\npeer_id = "12D3KooWx"\ntools = "*"\n'
+        '[peers.alice]\npeer_id = "12D3KooWBwWFwNgcJhE2qEsL3ewZHApd6s68SSUBGAiVwXHre1E7"\n'
+        'tools = "*"\n'
     )
     write_profile("default", text)
     loaded = load_profile(project)

@@ -69,11 +69,13 @@ def test_tool_refuses_an_escape_with_exit_status_1(fresh):
     assert "refused" in out.stderr and "root" in out.stderr.lower()
 
 
-def test_tool_protected_write_needs_approval_and_leaves_disk_alone(fresh):
+def test_tool_protected_write_waits_in_the_approval_log_and_leaves_disk_alone(fresh):
     out = gbr(fresh, "tool", "write_file", '{"path": ".gbr_envs/default.toml", "content": "x"}')
-    assert "must approve" in out.stdout
-    assert json.loads(out.stderr)["status"] == "approval_required"
+    assert "pending approval #1" in out.stdout
+    assert json.loads(out.stderr)["status"] == "pending_approval"
     assert "allowed_root" in (fresh / ".gbr_envs" / "default.toml").read_text()
+    listed = gbr(fresh, "approvals", "list")
+    assert "#1" in listed.stdout and ".gbr_envs/default.toml" in listed.stdout
 
 
 def test_tool_with_bad_json_is_a_usage_error(fresh):

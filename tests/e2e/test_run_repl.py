@@ -103,7 +103,7 @@ def test_slash_commands_work_without_a_model(tmp_path):
     project = tmp_path / "bare"
     (project / ".gbr_envs").mkdir(parents=True)
     (project / ".gbr_envs" / "default.toml").write_text('system_prompt = "x"\n')
-    term = Terminal(spawn_node(project, "run"))
+    term = Terminal(spawn_node(project, "run", env={"GBR_LOCAL_MODEL": "0"}))
     try:
         term.expect("no model configured")
         term.expect("/help for commands")

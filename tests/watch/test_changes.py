@@ -103,7 +103,8 @@ def _loaded(project: pathlib.Path, text: str):
 
 def test_profile_changes_name_top_level_keys_in_profile_order(tmp_path: pathlib.Path) -> None:
     old = _loaded(tmp_path, 'system_prompt = "a"\nprotected_files = ["x"]\n')
-    new = _loaded(tmp_path, '[peers.bob]\npeer_id = "12D3Koo"\n[model]\nmodel = "m"\n')
+    bob = '[peers.bob]\npeer_id = "12D3KooWBwWFwNgcJhE2qEsL3ewZHApd6s68SSUBGAiVwXHre1E7"\n'
+    new = _loaded(tmp_path, bob + '[model]\nmodel = "m"\n')
     assert profile_changes(old, old) == ()
     assert profile_changes(old, new) == ("system_prompt", "protected_files", "model", "peers")
 
