@@ -329,3 +329,21 @@ def test_effective_shipped_profile_shows_every_default_and_parses_back(path) -> 
     assert "max_concurrent_calls_per_peer = 16" in rendered
     again = parse_profile(rendered, file="rendered", project_dir=REPO, name=path.stem)
     assert again.profile.model_dump() == loaded.profile.model_dump()
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "words"),
+    [
+        ('protected_files = ["../outside"]\n', "protected_files", "'..'"),
+        ('[node]\nlisten = ["garbage"]\n', "node.listen", "TCP multiaddr"),
+        ('[peers.bob]\npeer_id = "notapeer"\n', "peers.bob.peer_id", "peer ID"),
+    ],
+)
+def test_values_that_would_fail_at_run_time_are_refused_at_load(
+    project, write_profile, text, key, words
+) -> None:
+    write_profile("default", text)
+    with pytest.raises(ProfileError) as caught:
+        load_profile(project, "default")
+    assert caught.value.key is not None and caught.value.key.startswith(key)
+    assert words in str(caught.value)
