@@ -25,7 +25,7 @@ from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, re
 from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
-from gbr_node.config.loader import LoadedProfile, load_profile
+from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
 from gbr_node.config.profile import ModelConfig
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.control import NO_MODEL_HELP, Node
@@ -139,10 +139,9 @@ async def call_once(
     1 tool error or refused call, 3 unreachable or unauthorized.
     """
     peer_addrs: tuple[str, ...] = ()
-    try:
+    peers = {}
+    if profile_path(settings.project_dir, settings.env).exists():
         peers = load_profile(settings.project_dir, settings.env).profile.peers
-    except GbrError:
-        peers = {}
     if target in peers:
         target, peer_addrs = peers[target].peer_id, peers[target].addrs
     keypair = load_or_create_identity(settings.identity)

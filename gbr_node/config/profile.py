@@ -43,7 +43,9 @@ ALL_LOCAL_TOOLS = (
 
 
 TCP_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}$"
-"""A plain TCP listen or dial multiaddr, e.g. /ip4/127.0.0.1/tcp/4001 (no /p2p/ part)."""
+"""A plain TCP listen multiaddr, e.g. /ip4/127.0.0.1/tcp/4001 (no /p2p/ part)."""
+DIAL_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}(/p2p/[1-9A-HJ-NP-Za-km-z]+)?$"
+"""A TCP multiaddr to dial a peer at, with or without its /p2p/<peer ID> ending."""
 PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,128}$"
 """A base58btc libp2p peer ID as `gbr-node id` prints it, e.g. 12D3KooW..."""
 
@@ -138,7 +140,7 @@ class TrustedPeer(_Frozen):
     """`[peers.ALIAS]`: a trusted peer, where to dial it, and the tools it may call."""
 
     peer_id: Annotated[str, Field(pattern=PEER_ID)]
-    addrs: tuple[Annotated[str, Field(pattern=TCP_MULTIADDR)], ...] = ()
+    addrs: tuple[Annotated[str, Field(pattern=DIAL_MULTIADDR)], ...] = ()
     tools: tuple[str, ...] | Literal["*"] = ()
 
     def may_call(self, tool: str) -> bool:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from gbr_node.config.keylines import format_key, key_line
-from gbr_node.config.profile import PEER_ID, TCP_MULTIADDR, Profile
+from gbr_node.config.profile import DIAL_MULTIADDR, PEER_ID, TCP_MULTIADDR, Profile
 from gbr_node.errors import ProfileError
 
 if sys.version_info >= (3, 11):
@@ -47,6 +47,7 @@ _PATTERN_WORDS = {
     r"^[^/\\\x00]+$": "a bare program name, without '/' or '\\'",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable name (letters, digits, '_')",
     TCP_MULTIADDR: "a TCP multiaddr such as /ip4/127.0.0.1/tcp/4001",
+    DIAL_MULTIADDR: "a TCP multiaddr such as /ip4/192.168.1.20/tcp/4001 (optionally /p2p/ID)",
     PEER_ID: "a peer ID as `gbr-node id` prints it (12D3KooW...)",
 }
 _BOUNDS = {
