@@ -25,7 +25,7 @@ class Case(NamedTuple):
 
 P, PR = POSIX, "/srv/app"
 M, MR = MACOS, "/Users/me/proj"
-W, WR = WINDOWS, "C:\\work\\proj"
+W, WR = WINDOWS, "C:\\code\\proj"
 UNC = "\\\\srv\\share\\proj"
 CLIMB, OUTSIDE = "climbs above", "outside the allowed root"
 
@@ -77,21 +77,21 @@ CASES = [
     # Windows: case-insensitive, "\\" and "/", drives, UNC, device names
     Case(W, WR, "src\\main.py", ("src", "main.py")),
     Case(W, WR, "src/main.py", ("src", "main.py")),
-    Case(W, WR, "c:\\WORK\\Proj\\x", ("x",)),
-    Case(W, WR, "C:/work/proj/x", ("x",)),
-    Case(W, WR, "C:\\work\\proj-evil\\x", OUTSIDE),
-    Case(W, WR, "D:\\work\\proj\\x", OUTSIDE),
-    Case(W, WR, "\\work\\proj\\x", OUTSIDE),
+    Case(W, WR, "c:\\CODE\\Proj\\x", ("x",)),
+    Case(W, WR, "C:/code/proj/x", ("x",)),
+    Case(W, WR, "C:\\code\\proj-evil\\x", OUTSIDE),
+    Case(W, WR, "D:\\code\\proj\\x", OUTSIDE),
+    Case(W, WR, "\\code\\proj\\x", OUTSIDE),
     Case(W, WR, "\\\\server\\share\\x", OUTSIDE),
     Case(W, WR, "C:x", "drive-relative"),
     Case(W, WR, "C:", "drive-relative"),
     Case(W, WR, "..\\proj\\x", CLIMB),
     Case(W, WR, "a\\..\\..\\x", CLIMB),
     Case(W, WR, "a/..\\../x", CLIMB),
-    Case(W, WR, "\\\\?\\C:\\work\\proj\\x", "verbatim or device"),
-    Case(W, WR, "//?/C:/work/proj/x", "verbatim or device"),
+    Case(W, WR, "\\\\?\\C:\\code\\proj\\x", "verbatim or device"),
+    Case(W, WR, "//?/C:/code/proj/x", "verbatim or device"),
     Case(W, WR, "\\\\.\\PhysicalDrive0", "verbatim or device"),
-    Case(W, WR, "\\??\\C:\\work\\proj\\x", "verbatim or device"),
+    Case(W, WR, "\\??\\C:\\code\\proj\\x", "verbatim or device"),
     Case(W, WR, "\\\\server", "UNC path without"),
     Case(W, WR, "CON", "reserved Windows device"),
     Case(W, WR, "nul.txt", "reserved Windows device"),
@@ -154,7 +154,7 @@ def test_relative_root_is_refused_at_construction():
     with pytest.raises(ValueError, match="absolute"):
         PathPolicy("srv/app", POSIX)
     with pytest.raises(ValueError, match="absolute"):
-        PathPolicy("work\\proj", WINDOWS)
+        PathPolicy("code\\proj", WINDOWS)
 
 
 def test_root_plus_names_over_the_limit_is_refused_even_when_the_input_is_short():
