@@ -111,8 +111,9 @@ def _log_call(record: CallRecord, alias: str | None) -> None:
 
 async def serve(settings: NodeSettings) -> int:
     """`gbr-node serve`: serve this node's tools to trusted peers until interrupted."""
+    loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
     handler = setup_logging(settings.project_dir)
-    node = Node(load_profile(settings.project_dir, settings.env))
+    node = Node(loaded)
 
     def print_call(record: CallRecord, alias: str | None) -> None:
         _log_call(record, alias)
@@ -247,8 +248,9 @@ async def run_interactive(settings: NodeSettings) -> int:
     With no model configured and no Ollama answering, the embedded model
     (the `[local]` extra, issue 8) is started for the length of the session.
     """
+    loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
     handler = setup_logging(settings.project_dir)
-    node = Node(load_profile(settings.project_dir, settings.env))
+    node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
     machine = AgentMachine(session, node.dispatcher.chat_tools)
