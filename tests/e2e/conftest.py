@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -46,6 +47,20 @@ def write_profile(project: Path, base_url: str, extra: str = "", name: str = "de
         encoding="utf-8",
     )
     return path
+
+
+def gbr(cwd: Path, *args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m gbr_node ARGS` in `cwd` to completion (one minute at most)."""
+    home = home or cwd.parent / "home"
+    home.mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "gbr_node", *args],
+        cwd=cwd,
+        env=node_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture

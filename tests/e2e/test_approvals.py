@@ -1,8 +1,11 @@
 """Protected writes wait for the operator, in the REPL and across nodes (EVD-AI-01, EVD-DEV-02)."""
 
+import signal
 import sqlite3
 import sys
 
+from tests.e2e.conftest import gbr, write_profile
+from tests.e2e.p2p_helpers import Identity, ServeProcess
 from tests.support.replies import text_reply, tool_call_reply
 
 OLD = '[project]\nname = "demo"\n'
@@ -78,60 +81,30 @@ def test_reject_with_a_reason_reaches_the_model(project, model_server, run_node)
 def test_remote_write_waits_for_approval_from_a_third_process(
     tmp_path, project, model_server, run_node
 ):
-    import re
-    import subprocess
-
-    from tests.e2e.conftest import node_env, write_profile
-    from tests.e2e.test_run_remote import peer_id
-
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    alice_key, bob_key = tmp_path / "alice.key", tmp_path / "bob.key"
-    alice, bob = peer_id(alice_key, home), peer_id(bob_key, home)
+    alice, bob = Identity(tmp_path / "alice.key"), Identity(tmp_path / "bob.key")
     bob_root = tmp_path / "bob"
     bob_root.mkdir()
     (bob_root / "pyproject.toml").write_text(OLD)
-    write_profile(
-        bob_root,
-        "http://127.0.0.1:9/v1",
-        extra=f'[peers.alice]\npeer_id = "{alice}"\ntools = ["write_file"]\n',
-    )
-    env = node_env(home)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gbr_node", "--identity", str(bob_key), "serve"],
-        cwd=bob_root,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    grant = f'[peers.alice]\npeer_id = "{alice.peer_id}"\ntools = ["write_file"]\n'
+    write_profile(bob_root, "http://127.0.0.1:9/v1", extra=grant)
+    server = ServeProcess(bob_root, tmp_path / "home", bob)
     try:
-        addr = next(m.group(1) for line in server.stdout if (m := re.search(r"(/ip4/\S+)", line)))
-        write_profile(
-            project,
-            model_server.base_url,
-            extra=f'[peers.bob]\npeer_id = "{bob}"\naddrs = ["{addr.split("/p2p/")[0]}"]\n'
-            'tools = "*"\n',
-        )
+        addr = server.addr.rsplit("/p2p/", 1)[0]
+        trust = f'[peers.bob]\npeer_id = "{bob.peer_id}"\naddrs = ["{addr}"]\ntools = "*"\n'
+        write_profile(project, model_server.base_url, extra=trust)
         model_server.enqueue(
             tool_call_reply("bob__write_file", {"path": "pyproject.toml", "content": NEW}),
             text_reply("Bob must approve it."),
             text_reply("Bob applied it."),
         )
-        term = run_node("--listen", "/ip4/127.0.0.1/tcp/0", identity=alice_key)
+        term = run_node("--listen", "/ip4/127.0.0.1/tcp/0", identity=alice.path)
         term.sendline("/dial bob")
         term.expect_new("connected to bob")
         term.sendline("bump bob's version")
         term.expect_new("Bob must approve it.")
         assert "pending approval #1" in model_server.chat_bodies[1]["messages"][-1]["content"]
         assert (bob_root / "pyproject.toml").read_text() == OLD
-        approve = subprocess.run(
-            [sys.executable, "-m", "gbr_node", "approvals", "approve", "1"],
-            cwd=bob_root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        approve = gbr(bob_root, "approvals", "approve", "1", home=tmp_path / "home")
         assert approve.returncode == 0, approve.stdout + approve.stderr
         term.expect_new("Bob applied it.")
         assert (bob_root / "pyproject.toml").read_text() == NEW
@@ -140,15 +113,9 @@ def test_remote_write_waits_for_approval_from_a_third_process(
         assert events(bob_root) == ["PendingApproval", "Approved", "Applied"]
     finally:
         server.kill()
-        server.wait(timeout=10)
 
 
 def test_pending_approvals_survive_kill_9_and_apply_once(project, model_server, run_node):
-    import signal
-    import subprocess
-
-    from tests.e2e.conftest import node_env
-
     (project / "pyproject.toml").write_text(OLD)
     script_protected_write(model_server)
     term = run_node()
@@ -158,14 +125,7 @@ def test_pending_approvals_survive_kill_9_and_apply_once(project, model_server, 
     term.child.wait()
 
     def approvals(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "gbr_node", "approvals", *args],
-            cwd=project,
-            env=node_env(project.parent / "home"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return gbr(project, "approvals", *args)
 
     listed = approvals("list")
     assert "#1" in listed.stdout and "pending" in listed.stdout

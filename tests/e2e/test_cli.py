@@ -6,20 +6,7 @@ import sys
 
 import pytest
 
-from tests.e2e.conftest import node_env
-
-
-def gbr(project, *args, home=None):
-    home = home or project.parent / "home"
-    home.mkdir(exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", "gbr_node", *args],
-        cwd=project,
-        env=node_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.e2e.conftest import gbr
 
 
 @pytest.fixture

@@ -1,12 +1,9 @@
 """Hot reload of the active profile while `gbr-node run` / `serve` keep running (ADR-0012a)."""
 
 import os
-import re
-import subprocess
-import sys
 
-from tests.e2e.conftest import node_env, write_profile
-from tests.e2e.test_run_remote import peer_id
+from tests.e2e.conftest import write_profile
+from tests.e2e.p2p_helpers import Identity, ServeProcess, gbr_call
 from tests.support.replies import text_reply, tool_call_reply
 
 FAST = "[watch]\npoll_interval_s = 0.1\n"
@@ -86,47 +83,23 @@ def test_a_broken_save_is_reported_and_the_old_profile_keeps_working(
 
 def test_a_peer_removed_from_peers_is_refused_on_its_next_call(tmp_path):
     home = tmp_path / "home"
-    home.mkdir()
-    caller_key = tmp_path / "caller.key"
-    caller = peer_id(caller_key, home)
+    caller = Identity(tmp_path / "caller.key")
     root = tmp_path / "server"
     root.mkdir()
     (root / "a.txt").write_text("hello\n")
-    trust = f'[peers.caller]\npeer_id = "{caller}"\ntools = "*"\n'
+    trust = f'[peers.caller]\npeer_id = "{caller.peer_id}"\ntools = "*"\n'
     profile = write_profile(root, "http://127.0.0.1:9/v1", extra=FAST + trust)
-    env = node_env(home)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gbr_node", "--identity", str(tmp_path / "s.key"), "serve"],
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server = ServeProcess(root, home, Identity(tmp_path / "server.key"))
     try:
-        addr = next(m.group(1) for line in server.stdout if (m := re.search(r"(/ip4/\S+)", line)))
-
-        def call():
-            return subprocess.run(
-                [sys.executable, "-m", "gbr_node", "--identity", str(caller_key), "call", addr]
-                + ["read_file", '{"path": "a.txt"}'],
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-
-        assert call().returncode == 0
+        read = ("read_file", '{"path": "a.txt"}')
+        assert gbr_call(tmp_path, home, caller, server.addr, *read).returncode == 0
         rewrite(profile, trust, "", atomic=True)
-        for line in server.stdout:
-            if "profile default reloaded: peers" in line:
-                break
-        refused = call()
+        server.wait_line("profile default reloaded: peers")
+        refused = gbr_call(tmp_path, home, caller, server.addr, *read)
         assert refused.returncode == 3
         assert "does not trust" in refused.stderr
     finally:
         server.kill()
-        server.wait(timeout=10)
 
 
 def test_unprotecting_a_file_live_lets_the_next_write_through(project, model_server, run_node):

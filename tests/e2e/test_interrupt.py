@@ -6,18 +6,13 @@ assertions read those records and the rendered screen.
 """
 
 import json
-import os
-import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from gbr_node.agent.machine import INTERRUPTED_MARK, SUGGESTION_PREFIX
-from tests.e2e.conftest import TIMEOUT_S, node_env, write_profile
-from tests.e2e.test_run_remote import peer_id
+from tests.e2e.conftest import TIMEOUT_S, write_profile
+from tests.e2e.p2p_helpers import Identity, ServeProcess, children_running
 from tests.support.replies import Delay, SseReply, text_reply
 
 CHUNK = {"id": "chatcmpl-test", "object": "chat.completion.chunk"}
@@ -123,33 +118,9 @@ def whole_call(call):
     return {"index": 0, "id": call["id"], "type": "function", "function": function}
 
 
-def child_commands(pid):
-    """argv of every live descendant of process `pid` (Linux /proc)."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = [], {pid}
-    while frontier:
-        kids = {p for p, parent in parents.items() if parent in frontier}
-        for kid in kids:
-            try:
-                raw = (Path("/proc") / str(kid) / "cmdline").read_bytes()
-            except OSError:
-                continue
-            found.append([os.fsdecode(a) for a in raw.split(b"\0") if a])
-        frontier = kids
-    return found
-
-
 def runs_sleep(pid):
-    """True while process `pid` has a `sleep 2` among its descendants."""
-    commands = child_commands(pid)
-    return ["sleep", "2"] in [[os.path.basename(c[0]), *c[1:]] for c in commands]
+    """True while process `pid` (a node) runs a `sleep` command."""
+    return bool(children_running(pid, "sleep"))
 
 
 def test_late_result_of_a_running_tool_is_stale_and_not_added_to_the_new_turn(
@@ -195,31 +166,16 @@ def sleeping_peer(tmp_path):
 
     Yields (alice's key file, bob's peer ID, bob's address without /p2p, bob's process).
     """
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    alice_key, bob_key = tmp_path / "alice.key", tmp_path / "bob.key"
-    alice = peer_id(alice_key, home)
+    alice, bob = Identity(tmp_path / "alice.key"), Identity(tmp_path / "bob.key")
     bob_root = tmp_path / "bob"
     bob_root.mkdir()
-    grant = f'[peers.alice]\npeer_id = "{alice}"\ntools = ["run_command"]\n'
+    grant = f'[peers.alice]\npeer_id = "{alice.peer_id}"\ntools = ["run_command"]\n'
     write_profile(bob_root, "http://127.0.0.1:9/v1", extra=SLEEP_ALLOWED + grant)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gbr_node", "--identity", str(bob_key), "serve"],
-        cwd=bob_root,
-        env=node_env(home),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server = ServeProcess(bob_root, tmp_path / "home", bob)
     try:
-        for line in server.stdout:
-            if match := re.search(r"(/ip4/127\.0\.0\.1/tcp/\d+)/p2p/(\S+)", line):
-                yield alice_key, match.group(2), match.group(1), server
-                break
-        else:
-            raise AssertionError("serve printed no multiaddr")
+        yield alice.path, bob.peer_id, server.addr.rsplit("/p2p/", 1)[0], server.proc
     finally:
         server.kill()
-        server.wait(timeout=10)
 
 
 def test_late_result_of_a_remote_tool_is_stale_and_not_added_to_the_new_turn(

@@ -1,62 +1,29 @@
 """`gbr-node run` calling a tool on a second node: a separate `gbr-node serve` process."""
 
-import re
-import subprocess
-import sys
-
 import pytest
 
-from tests.e2e.conftest import node_env, write_profile
+from tests.e2e.conftest import write_profile
+from tests.e2e.p2p_helpers import Identity, ServeProcess
 from tests.support.replies import text_reply, tool_call_reply
-
-
-def peer_id(identity, home):
-    out = subprocess.run(
-        [sys.executable, "-m", "gbr_node", "--identity", str(identity), "id"],
-        capture_output=True,
-        text=True,
-        env=node_env(home),
-        timeout=60,
-        check=True,
-    )
-    return out.stdout.split()[0]
 
 
 @pytest.fixture
 def served_peer(tmp_path, project):
-    """A second node ("bob") serving read_file to the REPL node's identity."""
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    alice_key, bob_key = tmp_path / "alice.key", tmp_path / "bob.key"
-    alice = peer_id(alice_key, home)
+    """A second node ("bob") serving read_file to the REPL node's identity ("alice").
+
+    Yields (alice's key file, bob's peer ID, bob's full multiaddr, bob's root).
+    """
+    alice, bob = Identity(tmp_path / "alice.key"), Identity(tmp_path / "bob.key")
     bob_root = tmp_path / "bob"
     bob_root.mkdir()
     (bob_root / "remote.txt").write_text("the answer is on bob\n", encoding="utf-8")
-    write_profile(
-        bob_root,
-        "http://127.0.0.1:9/v1",
-        extra=f'[peers.alice]\npeer_id = "{alice}"\ntools = ["read_file"]\n',
-    )
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gbr_node", "--identity", str(bob_key), "serve"],
-        cwd=bob_root,
-        env=node_env(home),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    grant = f'[peers.alice]\npeer_id = "{alice.peer_id}"\ntools = ["read_file"]\n'
+    write_profile(bob_root, "http://127.0.0.1:9/v1", extra=grant)
+    server = ServeProcess(bob_root, tmp_path / "home", bob)
     try:
-        addr = None
-        for line in server.stdout:
-            match = re.search(r"(/ip4/127\.0\.0\.1/tcp/\d+/p2p/\S+)", line)
-            if match:
-                addr = match.group(1)
-                break
-        assert addr, "serve printed no multiaddr"
-        bob = addr.rsplit("/p2p/", 1)[1]
-        yield alice_key, bob, addr, bob_root
+        yield alice.path, bob.peer_id, server.addr, bob_root
     finally:
         server.kill()
-        server.wait(timeout=10)
 
 
 def test_a_turn_calls_a_tool_on_a_second_node(project, model_server, served_peer, run_node):
