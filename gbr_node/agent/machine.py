@@ -158,6 +158,13 @@ class AgentMachine:
 
     def _on_done(self, msg: OracleDone) -> list[Action]:
         calls = list(msg.tool_calls)
+        if not calls and not msg.text:
+            # Nothing to keep: an assistant message with neither text nor tool
+            # calls is refused by strict servers. Say so instead of going silent.
+            notice = Show(
+                "notice", f"(the model gave an empty answer; finish: {msg.finish_reason})"
+            )
+            return [notice, *self._end_turn()]
         message: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
         if calls:
             message["tool_calls"] = [_wire_call(c) for c in calls]

@@ -203,3 +203,12 @@ def test_unexpected_message_is_a_named_error():
 def assert_valid(messages):
     """The request the agent would send passes the chat-completions rules."""
     assert chat_request_problem({"model": "m", "messages": list(messages)}) is None
+
+
+def test_an_empty_answer_is_announced_and_not_kept_in_history():
+    m = make()
+    pid = only(m.handle(UserPrompt("hi")), StartInference)[0].prompt.prompt_id
+    actions = m.handle(OracleDone(pid, "", finish_reason="stop"))
+    assert actions[0].kind == "notice" and "empty answer" in actions[0].text
+    assert m.state is State.IDLE
+    assert m.session.request_messages()[-1] == {"role": "user", "content": "hi"}
