@@ -279,6 +279,9 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gbr-node` console script; returns the exit status."""
+    from gbr_node import lean
+
+    lean.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

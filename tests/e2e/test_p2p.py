@@ -119,6 +119,13 @@ def test_trusted_peer_reads_and_writes_files_in_the_serving_nodes_root(cluster):
     assert "search_text" not in names  # enabled there, not granted to alice
 
 
+def test_the_serving_process_leaves_py_libp2ps_unused_subsystems_out(cluster):
+    """mDNS (zeroconf) and the DHT (cbor2) are not loaded in `serve` (gbr_node/lean.py)."""
+    maps = Path(f"/proc/{cluster.server.proc.pid}/maps").read_text()
+    assert "/zeroconf/" not in maps and "/cbor2/" not in maps
+    assert "_pydantic_core" in maps  # the check sees the process's shared objects
+
+
 def test_two_serving_nodes_call_each_other_and_each_runs_in_its_own_root(tmp_path):
     """Two `serve` processes trust each other; each one's key calls the other (UBQ-DEV-01)."""
     nodes = {}

@@ -1,0 +1,52 @@
+"""gbr_node.lean: py-libp2p's unused subsystems stay out of node processes (issue 3 memory)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+LEFT_OUT = ("zeroconf", "requests", "cbor2", "netaddr", "httpx._main", "click")
+
+
+def _in_fresh_interpreter(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_node_process_builds_its_host_without_the_left_out_subsystems():
+    done = _in_fresh_interpreter(
+        f"""
+        import sys
+        from gbr_node import lean
+        lean.install()
+        import gbr_node.node, gbr_node.p2p.host, gbr_node.p2p.service, httpx, libp2p
+        print(sorted(m for m in {LEFT_OUT!r} if sys.modules.get(m) is not None))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_using_a_left_out_subsystem_fails_loudly_with_the_reason():
+    done = _in_fresh_interpreter(
+        """
+        from gbr_node import lean
+        lean.install()
+        from libp2p.discovery.mdns.mdns import MDNSDiscovery
+        MDNSDiscovery(None)
+        """
+    )
+    assert done.returncode != 0
+    assert "UnusedSubsystem: libp2p.discovery.mdns.mdns.MDNSDiscovery is not loaded" in done.stderr
+
+
+def test_without_install_the_library_is_whole():
+    done = _in_fresh_interpreter(
+        """
+        import sys, libp2p
+        print(type(sys.modules["libp2p.discovery.mdns.mdns"]).__name__, "zeroconf" in sys.modules)
+        """
+    )
+    assert done.stdout.split() == ["module", "True"], done.stderr
