@@ -116,7 +116,7 @@ async def serve(settings: NodeSettings) -> int:
     node = Node(loaded)
 
     def print_call(record: CallRecord, alias: str | None) -> None:
-        _log_call(record, alias)
+        # serve's stdout is its call log; `run` logs calls to .gbr/node.log instead
         print(describe_call(record, alias), flush=True)
 
     async with _host(node, settings, handler, print_call) as host:

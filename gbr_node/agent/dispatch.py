@@ -94,11 +94,7 @@ class Dispatcher:
                     peer = call.name.partition(REMOTE_SEPARATOR)[0]
                 result = await self.remote.call(call.name, call.arguments)
             else:
-                registry = self._local()
-                outcome = await trio.to_thread.run_sync(
-                    registry.call, call.name, call.arguments, abandon_on_cancel=True
-                )
-                result = outcome.to_mcp()
+                result = (await self._local().run(call.name, call.arguments)).to_mcp()
         except GbrError as exc:
             error = str(exc)
         except Exception as exc:  # a bug in a tool must not take the node down

@@ -15,6 +15,8 @@ in rpc/ instead). Here:
   from waiting 250 ms for a second and third connection;
 - `RetryConfig(max_retries=0)`: a refused dial fails at once;
 - `GbrSwarm` (see swarm.py): inbound slots freed on close, no auto-dialing;
+- Yamux window updates once per half window read, as go-yamux sends them,
+  not after every read (yamux_window.py, installed when this module loads);
 - a network notifee closes every inbound connection whose peer ID the caller's
   trust predicate rejects, and each stream handler checks the peer ID again,
   since a stream can arrive before the notifee runs. Peer IDs are those
@@ -47,6 +49,7 @@ from libp2p.transport.tcp.tcp import TCP
 from libp2p.transport.upgrader import TransportUpgrader
 
 from gbr_node.errors import GbrError, PeerUnreachable
+from gbr_node.p2p import yamux_window
 from gbr_node.p2p.addresses import (
     check_port_free,
     dialable,
@@ -59,6 +62,8 @@ from gbr_node.p2p.dial_errors import explain_dial_failure
 from gbr_node.p2p.logs import route_libp2p_logs
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.p2p.swarm import GbrSwarm
+
+yamux_window.install()
 
 __all__ = ["DEFAULT_DIAL_TIMEOUT_S", "P2PHost", "StreamHandler", "open_host"]
 

@@ -14,8 +14,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import trio
-
 from gbr_node.config.profile import TrustedPeer
 from gbr_node.errors import UnknownTool
 from gbr_node.tools.registry import CALLER
@@ -90,13 +88,11 @@ class ProfileToolHost:
         return [s for s in grant.registry.specs() if _granted(grant, s["name"])]
 
     async def call_tool(self, grant: Grant, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Run a granted tool in a worker thread; UnknownTool when not granted or absent."""
+        """Run a granted tool (`Registry.run`); UnknownTool when not granted or absent."""
         if not _granted(grant, name):
             raise UnknownTool(f"unknown tool {name!r}")
         CALLER.set((grant.peer_id, grant.alias))  # this task's context only
-        result = await trio.to_thread.run_sync(
-            grant.registry.call, name, arguments, abandon_on_cancel=True
-        )
+        result = await grant.registry.run(name, arguments)
         return result.to_mcp()
 
     async def notify(self, grant: Grant, method: str, params: dict[str, Any]) -> None:

@@ -59,8 +59,11 @@ class Tool:
     """One tool: `name`, a `description` written for a model, the pydantic
     model `params` that validates its arguments, and the `handler` that runs it.
 
-    The handler is synchronous and may block (callers run it in a worker
-    thread). It returns a `ToolResult` or raises `ToolError`,
+    The handler is synchronous and may block; `Registry.run` runs it in a
+    worker thread unless `quick`: work bounded to a few small syscalls (no
+    fsync, no subprocess, no directory walk, no unbounded read), cheaper to
+    run on the event loop than to hand to a thread (~0.1 ms of CPU a call;
+    scripts/bench/rpc.py). It returns a `ToolResult` or raises `ToolError`,
     `ApprovalRequired` or `SecurityViolation`; `Registry.call` maps them.
     """
 
@@ -68,6 +71,7 @@ class Tool:
     description: str
     params: type[BaseModel]
     handler: Callable[[Any], ToolResult]
+    quick: bool = False
 
     def spec(self) -> dict[str, Any]:
         """The MCP `tools/list` item: `{"name", "description", "inputSchema"}`,

@@ -24,6 +24,10 @@ from gbr_node.tools.base import Params, Tool, ToolResult
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO or device must not block open()
+QUICK_READ_MAX_BYTES = 4 * 1024 * 1024
+"""`read_file` runs on the event loop (`Tool.quick`) while `tools.read_max_bytes`,
+which bounds its read, is at most this; above it, in a worker thread."""
 DEFAULT_LINE_LIMIT = 2000
 
 
@@ -34,12 +38,13 @@ class NotText(ToolError):
 def read_head(path: Path, relative: str, max_bytes: int) -> tuple[bytes, int]:
     """The first `max_bytes` bytes of the regular file at `path` and its size in bytes.
 
-    Opened without following a symlink at the final component. Raises
+    Opened without following a symlink at the final component, and without
+    waiting for a writer (a FIFO is refused as not a regular file). Raises
     ToolError (from the OSError) when the file is missing, a folder, or
     unreadable.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _BINARY)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _BINARY | _NONBLOCK)
     except FileNotFoundError as exc:
         raise ToolError(f"no such file: {relative}") from exc
     except OSError as exc:
@@ -212,6 +217,7 @@ def file_tools(config: ToolsConfig, sandbox: Sandbox) -> list[Tool]:
             "files are refused.",
             ReadFileParams,
             handlers.read_file,
+            quick=cap <= QUICK_READ_MAX_BYTES,
         ),
         Tool(
             "write_file",

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import trio
 from pydantic import ValidationError
 
 from gbr_node.config.profile import ALL_LOCAL_TOOLS, ToolsConfig
@@ -94,9 +95,18 @@ class Registry:
         wanted = self._specs.keys() if names is None else set(names)
         return [copy.deepcopy(spec) for name, spec in self._specs.items() if name in wanted]
 
+    async def run(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
+        """`call` from async code: on the event loop for a `quick` tool, else in a
+        worker thread (abandoned, not killed, when cancelled). Raises like `call`;
+        the caller's context (`CALLER`) goes with it either way."""
+        tool = self._tools.get(name)
+        if tool is not None and tool.quick:
+            return self.call(name, arguments)
+        return await trio.to_thread.run_sync(self.call, name, arguments, abandon_on_cancel=True)
+
     def call(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
         """Run tool `name` with JSON `arguments` (None counts as `{}`); blocking
-        (run it in a worker thread).
+        (from async code use `run`).
 
         Raises:
             UnknownTool: no tool `name` here (absent or disabled by the profile).

@@ -12,9 +12,16 @@ and the clients in this one:
   calls/s      CALLS calls, CONCURRENCY at a time over one connection
   floors       bare py-libp2p (`libp2p.new_host`, Noise + Yamux, no gbr-node
                code on either side) echo of 1 KiB on a new stream, single and
-               CONCURRENCY at a time; raw TCP echo of 1 KiB on one socket
+               CONCURRENCY at a time; raw TCP echo of 1 KiB on one socket.
+               The floor runs py-libp2p as shipped: importing gbr_node.p2p.host
+               patches Yamux window updates process-wide (yamux_window.py), so
+               this script puts the library's own method back for the floor's
+               phases.
   memory       resident memory (VmRSS) of the `serve` process when idle after
                start, and after the load
+
+Servers write their stdout (serve: one line per call) to files in the work
+folder, as a node's log would go, not to a pipe this process must drain.
 
 Targets (issue 3): connect median <= 15 ms; call median within 1.5x of the
 bare py-libp2p new-stream echo; >= 500 calls/s with 100 concurrent; idle
@@ -27,13 +34,12 @@ own entry point (used by this script).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import queue
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -106,30 +112,30 @@ async def _serve_tcp_echo() -> None:
 
 
 class Server:
-    """A child process whose first stdout line matching `ready` is its address."""
+    """A child process whose first stdout line matching `ready` is its address.
 
-    def __init__(self, argv: list[str], ready: Callable[[str], bool], **kwargs) -> None:
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            **kwargs,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._drain, daemon=True).start()
+    Its stdout goes to a file, as a served node's log would: a pipe drained by
+    a thread here would put that thread's work into the client's CPU figures.
+    """
+
+    def __init__(self, argv: list[str], ready: Callable[[str], bool], log: Path, **kwargs) -> None:
+        with log.open("w") as out:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                **kwargs,
+            )
         deadline = time.monotonic() + 60
-        while True:
-            line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            if ready(line):
-                self.addr = line.strip()
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            found = [line for line in log.read_text().splitlines() if ready(line)]
+            if found:
+                self.addr = found[0].strip()
                 return
-
-    def _drain(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
+            time.sleep(0.05)
+        raise RuntimeError(f"{argv[:4]} did not start: {log.read_text()[-2000:]}")
 
     def rss_bytes(self) -> int:
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
@@ -173,6 +179,7 @@ def _start_serve(work: Path, client_peer_id: str, concurrency: int) -> Server:
     return Server(
         [sys.executable, "-m", "gbr_node", "--identity", str(key), "serve", "--listen", LOOPBACK],
         lambda text: text.strip().startswith("/ip4/127.0.0.1/tcp/"),
+        work / "serve.log",
         cwd=root,
         env=env,
     )
@@ -223,9 +230,22 @@ async def _measure(args: argparse.Namespace, work: Path) -> tuple[dict, dict, di
     from libp2p.security.noise.transport import PROTOCOL_ID as NOISE
     from libp2p.security.noise.transport import Transport as NoiseTransport
     from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX
-    from libp2p.stream_muxer.yamux.yamux import Yamux
+    from libp2p.stream_muxer.yamux.yamux import Yamux, YamuxStream
 
-    from gbr_node.p2p.host import open_host
+    shipped = YamuxStream._auto_tune_and_send_window_update
+    from gbr_node.p2p.host import open_host  # patches Yamux window updates (yamux_window.py)
+
+    ours_yamux = YamuxStream._auto_tune_and_send_window_update
+
+    @contextlib.contextmanager
+    def as_shipped():
+        """The floor's client side runs py-libp2p as shipped, as its server process does."""
+        YamuxStream._auto_tune_and_send_window_update = shipped
+        try:
+            yield
+        finally:
+            YamuxStream._auto_tune_and_send_window_update = ours_yamux
+
     from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
     from gbr_node.p2p.service import call_tool
     from gbr_node.rpc.server import Limits
@@ -233,8 +253,9 @@ async def _measure(args: argparse.Namespace, work: Path) -> tuple[dict, dict, di
     me = load_or_create_identity(work / "client.key")
     here = Path(__file__).resolve()
     serve = _start_serve(work, peer_id_of(me), args.concurrency)
-    bare = Server([sys.executable, str(here), "--serve-echo", "libp2p"], lambda t: "/p2p/" in t)
-    tcp = Server([sys.executable, str(here), "--serve-echo", "tcp"], lambda t: "127.0.0.1" in t)
+    echo = [sys.executable, str(here), "--serve-echo"]
+    bare = Server([*echo, "libp2p"], lambda t: "/p2p/" in t, work / "bare.log")
+    tcp = Server([*echo, "tcp"], lambda t: "127.0.0.1" in t, work / "tcp.log")
     ms: dict[str, list[float]] = {}
     rates: dict[str, tuple[float, float, float]] = {}
     memory: dict[str, int] = {}
@@ -286,16 +307,19 @@ async def _measure(args: argparse.Namespace, work: Path) -> tuple[dict, dict, di
                     connects += await _timed(1, connect)
                 ms["connect"] = connects
                 for op in (call, bare_echo, tcp_echo):  # warm-up
-                    for _ in range(50):
-                        await op()
+                    with as_shipped() if op is bare_echo else contextlib.nullcontext():
+                        for _ in range(50):
+                            await op()
                 # interleave our call and the bare floor so load hits both alike
                 ms["call"], ms["bare"], ms["tcp"] = [], [], []
                 for _ in range(args.runs // 50):
                     ms["call"] += await _timed(50, call)
-                    ms["bare"] += await _timed(50, bare_echo)
+                    with as_shipped():
+                        ms["bare"] += await _timed(50, bare_echo)
                     ms["tcp"] += await _timed(50, tcp_echo)
                 rates["call"] = await _rate(args.calls, args.concurrency, call, serve)
-                rates["bare"] = await _rate(args.calls, args.concurrency, bare_echo, bare)
+                with as_shipped():
+                    rates["bare"] = await _rate(args.calls, args.concurrency, bare_echo, bare)
             await sock.aclose()
         await trio.sleep(1.0)
         memory["after"] = serve.rss_bytes()

@@ -65,11 +65,14 @@ async def receive_exactly(stream: Libp2pByteStream, size: int) -> bytes:
 
 
 async def echo_round_trip(host: P2PHost, target: str, payload: bytes) -> bytes:
+    """Send `payload` on a new ECHO stream while reading the echo back (as with a
+    socket, sending more than the Yamux windows hold before reading would stall)."""
     with trio.fail_after(10):
         stream = await host.new_stream(target, ECHO, timeout_s=5)
         try:
-            await stream.send_all(payload)
-            return await receive_exactly(stream, len(payload))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stream.send_all, payload)
+                return await receive_exactly(stream, len(payload))
         finally:
             await stream.aclose()
 

@@ -86,11 +86,14 @@ async def test_stream_reset_by_the_peer_raises_stream_broken():
 
 
 async def test_sending_to_a_reset_stream_raises_stream_broken():
-    async def reset_at_once(stream: Libp2pByteStream, _remote: str) -> None:
+    async def reset_on_first_bytes(stream: Libp2pByteStream, _remote: str) -> None:
+        # after the client's new_stream() has returned: a reset racing the
+        # protocol negotiation would fail new_stream() instead
+        await stream.receive_some()
         raise RuntimeError("refuse")
 
     async with running_host() as server, running_host(()) as client:
-        server.set_stream_handler(SCRIPTED, reset_at_once)
+        server.set_stream_handler(SCRIPTED, reset_on_first_bytes)
         with trio.fail_after(10):
             stream = await client.new_stream(server.addrs[0], SCRIPTED)
             with pytest.raises(StreamBroken):

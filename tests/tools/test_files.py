@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
+import threading
+import time
 
 import pytest
 
@@ -71,6 +74,24 @@ def test_read_file_of_a_folder_points_to_list_dir(registry, root):
     (root / "sub").mkdir()
     result = registry.call("read_file", {"path": "sub"})
     assert result.is_error and "list_dir" in text_of(result)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="O_RDWR on a FIFO is Linux behaviour")
+async def test_read_file_of_a_fifo_is_refused_at_once_instead_of_waiting_for_a_writer(
+    registry, root
+):
+    os.mkfifo(root / "pipe")
+    # Should read_file wait for a writer, this one comes after 3 s (O_RDWR never blocks).
+    writer = threading.Timer(3, lambda: os.close(os.open(root / "pipe", os.O_RDWR)))
+    writer.start()
+    started = time.monotonic()
+    result = await registry.run("read_file", {"path": "pipe"})
+    waited = time.monotonic() - started
+    writer.cancel()
+    writer.join()
+
+    assert result.is_error and "not a regular file" in text_of(result)
+    assert waited < 2
 
 
 def test_write_file_creates_parents_and_reports_bytes(registry, root):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from gbr_node.config.profile import ALL_LOCAL_TOOLS
 from gbr_node.errors import InvalidArguments, SecurityViolation, UnknownTool
-from gbr_node.tools import ToolResult
+from gbr_node.tools import Registry, ToolResult
+from gbr_node.tools.base import Params, Tool
+from gbr_node.tools.files import QUICK_READ_MAX_BYTES
 from tests.tools.helpers import text_of
 
 
@@ -111,3 +115,34 @@ def test_to_mcp_has_content_is_error_and_structured_content():
 def test_missing_arguments_count_as_an_empty_object(make_registry, root):
     (root / "a.txt").write_text("")
     assert "a.txt (0 bytes)" in text_of(make_registry().call("list_dir", None))
+
+
+async def test_run_keeps_quick_tools_on_the_event_loop_and_hands_others_to_a_thread(root):
+    seen: dict[str, int] = {}
+
+    def where(name: str):
+        def handler(_params: Params) -> ToolResult:
+            seen[name] = threading.get_ident()
+            return ToolResult.text(name)
+
+        return handler
+
+    registry = Registry(
+        [
+            Tool("quick_one", "q", Params, where("quick_one"), quick=True),
+            Tool("slow_one", "s", Params, where("slow_one")),
+        ]
+    )
+    assert text_of(await registry.run("quick_one", {})) == "quick_one"
+    assert text_of(await registry.run("slow_one", {})) == "slow_one"
+
+    assert seen["quick_one"] == threading.get_ident()
+    assert seen["slow_one"] != threading.get_ident()
+    with pytest.raises(UnknownTool):
+        await registry.run("absent", {})
+
+
+def test_read_file_is_quick_only_while_its_read_is_small(make_registry):
+    assert make_registry()._tools["read_file"].quick
+    assert not make_registry(read_max_bytes=QUICK_READ_MAX_BYTES + 1)._tools["read_file"].quick
+    assert not make_registry()._tools["write_file"].quick  # fsync
