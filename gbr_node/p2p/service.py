@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import trio
+
 from gbr_node.p2p.host import P2PHost
 from gbr_node.rpc import client
 from gbr_node.rpc.messages import ToolInfo
@@ -20,6 +22,8 @@ from gbr_node.rpc.server import CallRecord, Limits, RpcServer
 from gbr_node.rpc.toolhost import ProfileToolHost
 
 MCP_PROTOCOL = "/gbr/mcp/1.0.0"
+UNTRUSTED_LINGER_S = 1.0
+"""How long an untrusted peer keeps its connection after its "unauthorized" answer."""
 log = logging.getLogger("gbr_node.serve")
 
 
@@ -31,6 +35,10 @@ def serve_mcp(
 ) -> RpcServer:
     """Answer `/gbr/mcp/1.0.0` streams on `host` with the tools of `tool_host`.
 
+    A peer the profile does not trust gets the JSON-RPC "unauthorized peer"
+    error; its connection is closed when it leaves, or `UNTRUSTED_LINGER_S`
+    seconds after the answer at the latest.
+
     `limits` returns the limits in force (the profile's `[node]`; read per
     stream so a hot reload applies to the next call). `on_call` receives one
     `CallRecord` per answered stream (the serve log line).
@@ -41,6 +49,11 @@ def serve_mcp(
         server.limits = limits()
         await server.handle_stream(stream, peer_id)
         if tool_host.authorize(peer_id) is None:
+            # Closing the connection at once can lose the answer in flight (js-libp2p
+            # drops unread stream data on GO_AWAY): let the peer read it and leave.
+            with trio.move_on_after(UNTRUSTED_LINGER_S):
+                while peer_id in host.connected_peers():
+                    await trio.sleep(0.05)
             await host.disconnect(peer_id)
 
     host.set_stream_handler(MCP_PROTOCOL, handle, require_trust=False)

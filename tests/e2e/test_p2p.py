@@ -22,7 +22,8 @@ import pytest
 import trio
 
 from gbr_node.p2p.host import open_host
-from gbr_node.p2p.service import call_tool
+from gbr_node.p2p.service import UNTRUSTED_LINGER_S, call_tool, list_tools
+from gbr_node.rpc.codes import UnauthorizedPeer
 from gbr_node.rpc.framing import encode_frame, encode_varint
 from gbr_node.rpc.server import Limits
 from tests.e2e.p2p_helpers import (
@@ -299,6 +300,19 @@ async def test_oversized_and_malformed_frames_get_json_rpc_errors_and_serving_go
             assert other.returncode == 0 and "line two" in other.stdout
     cluster.server.wait_line(r"^alice - too large \d+ ms$")
     cluster.server.wait_line(r"^alice - parse error \d+ ms$")
+
+
+async def test_an_untrusted_peer_that_stays_gets_its_answer_then_loses_the_connection(cluster):
+    limits = Limits(call_timeout_s=30)
+    async with open_host(cluster.mallory.keypair, [], is_trusted=lambda _: False) as host:
+        with trio.fail_after(30):
+            with pytest.raises(UnauthorizedPeer, match="does not trust"):
+                await list_tools(host, cluster.server.addr, limits=limits)
+            assert cluster.server.identity.peer_id in host.connected_peers()
+            started = trio.current_time()
+            while cluster.server.identity.peer_id in host.connected_peers():
+                await trio.sleep(0.05)
+    assert trio.current_time() - started < UNTRUSTED_LINGER_S + 5
 
 
 @pytest.mark.parametrize(("security", "muxer"), [("plaintext", "yamux"), ("noise", "mplex")])
