@@ -33,6 +33,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 # Race-free writes need directory handles (POSIX); elsewhere paths are re-checked.
 HAVE_DIR_FD = {os.open, os.mkdir, os.stat, os.rename, os.unlink} <= os.supports_dir_fd and bool(
     _DIRECTORY
@@ -168,6 +169,39 @@ class Sandbox:
         except OSError as exc:
             raise ToolError(f"cannot write {relative}: {exc.strerror or exc}") from exc
 
+    def open_read(self, path: pathlib.Path) -> int:
+        """A read-only file descriptor of `path` (a `Resolved.path`); the caller closes it.
+
+        As in `write_atomic`, the walk from the root opens each folder with
+        O_NOFOLLOW, and the last name too, so a symlink planted in the path
+        after `resolve` (which has already followed the ones that stay inside)
+        raises SecurityViolation instead of being followed. O_NONBLOCK: a FIFO
+        or device never makes `open` wait (callers check for a regular file).
+        Without directory handles (Windows) the path is opened as is.
+
+        Raises:
+            SecurityViolation: a symlink appeared in the path.
+            OSError: as `os.open` (FileNotFoundError for a missing file).
+        """
+        flags = os.O_RDONLY | _NOFOLLOW | _BINARY | _NONBLOCK | _CLOEXEC
+        relative = self._relative_of(os.fspath(path))
+        if relative == "." or not HAVE_DIR_FD:
+            return os.open(path, flags)
+        names = relative.split("/")
+        folder = os.open(self._root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        try:
+            for name in names[:-1]:
+                child = _open_folder(folder, name, relative, create=False)
+                os.close(folder)
+                folder = child
+            try:
+                return os.open(names[-1], flags, dir_fd=folder)
+            except OSError as exc:
+                _raise_if_link(exc, names[-1], folder, relative)
+                raise
+        finally:
+            os.close(folder)
+
     def probe_case_sensitivity(self) -> bool:
         """True if the root's filesystem tells names apart by case (a real probe).
 
@@ -253,22 +287,30 @@ class Sandbox:
             raise
 
 
-def _open_folder(parent: int, name: str, relative: str) -> int:
-    """Open (creating if missing) folder `name` under handle `parent`, never via a symlink."""
+def _open_folder(parent: int, name: str, relative: str, *, create: bool = True) -> int:
+    """Open folder `name` under handle `parent` (creating it if missing and `create`),
+    never via a symlink."""
     flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
     try:
         try:
             return os.open(name, flags, dir_fd=parent)
         except FileNotFoundError:
+            if not create:
+                raise
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o777, dir_fd=parent)
             return os.open(name, flags, dir_fd=parent)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
-            os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
-        ):
-            raise SecurityViolation(LINK_APPEARED, relative) from exc
+        _raise_if_link(exc, name, parent, relative)
         raise
+
+
+def _raise_if_link(exc: OSError, name: str, parent: int, relative: str) -> None:
+    """SecurityViolation if `exc` (from an O_NOFOLLOW open of `name`) came from a symlink."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
+        os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    ):
+        raise SecurityViolation(LINK_APPEARED, relative) from exc
 
 
 def _existing_mode(name: str, relative: str, folder: int | None) -> int | None:

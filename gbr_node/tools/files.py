@@ -22,9 +22,6 @@ from gbr_node.errors import ApprovalRequired, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
 from gbr_node.tools.base import Params, Tool, ToolResult
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_BINARY = getattr(os, "O_BINARY", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO or device must not block open()
 QUICK_READ_MAX_BYTES = 4 * 1024 * 1024
 """`read_file` runs on the event loop (`Tool.quick`) while `tools.read_max_bytes`,
 which bounds its read, is at most this; above it, in a worker thread."""
@@ -35,16 +32,16 @@ class NotText(ToolError):
     """The file holds NUL bytes or is not valid UTF-8."""
 
 
-def read_head(path: Path, relative: str, max_bytes: int) -> tuple[bytes, int]:
+def read_head(sandbox: Sandbox, path: Path, relative: str, max_bytes: int) -> tuple[bytes, int]:
     """The first `max_bytes` bytes of the regular file at `path` and its size in bytes.
 
-    Opened without following a symlink at the final component, and without
-    waiting for a writer (a FIFO is refused as not a regular file). Raises
-    ToolError (from the OSError) when the file is missing, a folder, or
-    unreadable.
+    Opened by `Sandbox.open_read` (no symlink followed after `resolve`, and no
+    waiting for a FIFO's writer: a FIFO is refused as not a regular file).
+    Raises SecurityViolation from it, and ToolError (from the OSError) when the
+    file is missing, a folder, or unreadable.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _BINARY | _NONBLOCK)
+        fd = sandbox.open_read(path)
     except FileNotFoundError as exc:
         raise ToolError(f"no such file: {relative}") from exc
     except OSError as exc:
@@ -80,12 +77,12 @@ def decode_text(data: bytes, relative: str, *, complete: bool) -> str:
         raise NotText(f"{relative} is not UTF-8 text (binary?); not shown") from exc
 
 
-def load_text(path: Path, relative: str, max_bytes: int) -> str:
+def load_text(sandbox: Sandbox, path: Path, relative: str, max_bytes: int) -> str:
     """The whole text of a file no bigger than `max_bytes` (tools.read_max_bytes).
 
     Raises ToolError when it is bigger, NotText when it is not text.
     """
-    data, size = read_head(path, relative, max_bytes)
+    data, size = read_head(sandbox, path, relative, max_bytes)
     if size > max_bytes:
         raise ToolError(
             f"{relative} is {size} bytes, over the {max_bytes}-byte limit (tools.read_max_bytes)"
@@ -132,7 +129,7 @@ class FileTools:
         binary, offset past the end), SecurityViolation (outside the root).
         """
         where = self._sandbox.resolve(params.path)
-        data, size = read_head(where.path, where.relative, self._cap)
+        data, size = read_head(self._sandbox, where.path, where.relative, self._cap)
         head_only = size > len(data)
         if head_only:
             data = data[: data.rfind(b"\n") + 1]
@@ -180,7 +177,7 @@ class FileTools:
         proposed full content for a protected path (nothing written).
         """
         where = self._sandbox.resolve(params.path)
-        text = load_text(where.path, where.relative, self._cap)
+        text = load_text(self._sandbox, where.path, where.relative, self._cap)
         count = text.count(params.old_string)
         if count == 0:
             raise ToolError(

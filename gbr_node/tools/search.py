@@ -88,7 +88,7 @@ class TextSearch:
         more = False
         for full, rel in _files(where.path, where.relative, params.glob):
             try:
-                text = load_text(full, rel, self._cap)
+                text = load_text(self._sandbox, full, rel, self._cap)
             except ToolError:  # binary (NotText), over the cap, unreadable
                 skipped += 1
                 continue

@@ -284,3 +284,43 @@ def test_detected_flavour_takes_the_probed_case_rule_and_an_injected_one_is_kept
     monkeypatch.setattr(sandbox_module, "detect_flavour", lambda: MACOS)
     assert Sandbox(root).flavour == MACOS.with_case_sensitive(sensitive)
     assert Sandbox(root, flavour=MACOS).flavour == MACOS
+
+
+def _read_all(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not sandbox_module.HAVE_DIR_FD, reason="needs directory handles (dir_fd)")
+def test_open_read_refuses_a_symlinked_parent_planted_after_the_check(tree):
+    root, outside = tree
+    (outside / "pkg").mkdir()
+    (outside / "pkg" / "mod.py").write_text("stolen\n")
+    sandbox = Sandbox(root)
+    target = sandbox.resolve("src/pkg/mod.py").path
+    (root / "src" / "pkg").rename(root / "src" / "old")
+    (root / "src" / "pkg").symlink_to(outside / "pkg")
+    with pytest.raises(SecurityViolation, match="symlink appeared"):
+        sandbox.open_read(target)
+
+
+@pytest.mark.skipif(not sandbox_module.HAVE_DIR_FD, reason="needs directory handles (dir_fd)")
+def test_open_read_refuses_a_symlink_planted_at_the_final_name_after_the_check(tree):
+    root, outside = tree
+    sandbox = Sandbox(root)
+    target = sandbox.resolve("pyproject.toml").path
+    (root / "pyproject.toml").unlink()
+    (root / "pyproject.toml").symlink_to(outside / "secret.txt")
+    with pytest.raises(SecurityViolation, match="symlink appeared"):
+        sandbox.open_read(target)
+
+
+def test_open_read_reads_through_links_that_resolve_kept_inside(tree):
+    root, _ = tree
+    (root / "alias").symlink_to(root / "src")
+    sandbox = Sandbox(root)
+    assert _read_all(sandbox.open_read(sandbox.resolve("alias/pkg/mod.py").path)) == b"x = 1\n"
+    with pytest.raises(FileNotFoundError):
+        sandbox.open_read(sandbox.resolve("src/missing/mod.py").path)
