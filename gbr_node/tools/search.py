@@ -3,18 +3,22 @@
 The start path goes through `Sandbox.resolve` (UBQ-DEV-01); the walk below it
 never follows symlinks (linked files and folders are skipped), skips `.git`,
 binary files and files over `tools.read_max_bytes`, and stops after
-MAX_MATCHES matching lines, saying so (issue 2, "Local tools").
+MAX_MATCHES matching lines, saying so (issue 2, "Local tools"). Patterns run
+under the `regex` module (re-compatible, VERSION0) for its match time limit:
+a search ends after SEARCH_TIME_LIMIT_S seconds with what it found, so a
+pattern with catastrophic backtracking cannot hold a worker thread and a core.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
+import regex
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
@@ -26,6 +30,7 @@ from gbr_node.tools.files import load_text
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 300
+SEARCH_TIME_LIMIT_S = 10.0
 SKIPPED_FOLDERS = frozenset({".git"})
 
 
@@ -77,15 +82,16 @@ class TextSearch:
         SecurityViolation when the path is outside the root.
         """
         try:
-            regex = re.compile(params.pattern)
-        except re.error as exc:
+            compiled = regex.compile(params.pattern)
+        except regex.error as exc:
             raise ToolError(f"invalid regular expression {params.pattern!r}: {exc}") from exc
+        deadline = time.monotonic() + SEARCH_TIME_LIMIT_S
         where = self._sandbox.resolve(params.path)
         if not where.path.exists():
             raise ToolError(f"no such file or folder: {where.relative}")
         hits: list[str] = []
         scanned = skipped = 0
-        more = False
+        more = timed_out = False
         for full, rel in _files(where.path, where.relative, params.glob):
             try:
                 text = load_text(self._sandbox, full, rel, self._cap)
@@ -94,18 +100,29 @@ class TextSearch:
                 continue
             scanned += 1
             for number, line in enumerate(text.split("\n"), start=1):
-                if regex.search(line):
+                try:
+                    found = compiled.search(line, timeout=max(0.0, deadline - time.monotonic()))
+                except TimeoutError:
+                    timed_out = True
+                    break
+                if found:
                     if len(hits) == MAX_MATCHES:
                         more = True
                         break
                     shown = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "..."
                     hits.append(f"{rel}:{number}: {shown.rstrip(chr(13))}")
-            if more:
+            if more or timed_out:
                 break
         summary = f"{len(hits)} matching lines in {scanned} files searched"
         if skipped:
             summary += f" ({skipped} binary, unreadable or over-size files skipped)"
-        if more:
+        if timed_out:
+            summary = (
+                f"search stopped after {SEARCH_TIME_LIMIT_S:g} s in {rel} with "
+                f"{len(hits)} matching lines so far; simplify the pattern (nested repeats "
+                "like (a+)+ can take forever) or narrow the path or glob"
+            )
+        elif more:
             summary = (
                 f"more than {MAX_MATCHES} matching lines; showing the first {MAX_MATCHES}. "
                 "Narrow the pattern, path or glob"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gbr_node.errors import SecurityViolation
+from gbr_node.tools import search
 from gbr_node.tools.search import MAX_MATCHES
 from tests.tools.helpers import text_of
 
@@ -72,3 +75,16 @@ def test_search_text_of_one_file(registry, root):
     (root / "a.txt").write_text("one\ntwo\n")
     text = text_of(registry.call("search_text", {"pattern": "two", "path": "a.txt"}))
     assert text.splitlines()[0] == "a.txt:2: two"
+
+
+def test_search_text_with_a_runaway_pattern_stops_in_time_with_what_it_found(
+    registry, root, monkeypatch
+):
+    monkeypatch.setattr(search, "SEARCH_TIME_LIMIT_S", 0.3)
+    (root / "x.txt").write_text("aaaa\n" + "a" * 60 + "b\n")
+    started = time.monotonic()
+    result = registry.call("search_text", {"pattern": r"^(a|aa)+$"})
+    assert time.monotonic() - started < 5  # without the limit: longer than the universe
+    text = text_of(result)
+    assert text.startswith("x.txt:1: aaaa\n")
+    assert "search stopped after 0.3 s in x.txt with 1 matching lines so far" in text
