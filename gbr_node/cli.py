@@ -296,3 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader left (`gbr-node id | head -1`): stop quietly, as other tools do;
+        # stdout goes to devnull so the interpreter's final flush cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.e2e.conftest import gbr
+from tests.e2e.conftest import gbr, node_env
 
 
 @pytest.fixture
@@ -77,3 +77,21 @@ def test_help_does_not_import_heavy_packages():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    """`gbr-node id | head -1`: the pipe closes before the multiaddr lines are written."""
+    home = tmp_path / "home"
+    home.mkdir()
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "gbr_node", "id"],
+        cwd=tmp_path,
+        env=node_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.close()  # the reader left before the first line
+    errors = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == 1
+    assert "Traceback" not in errors and "BrokenPipeError" not in errors
