@@ -184,10 +184,20 @@ def _read_lines(
         except EOFError:
             trio.from_thread.run(send.send, ("eof", ""), trio_token=token)
             return
+        if _is_quit(line):  # leave now, before drawing another prompt
+            trio.from_thread.run(send.send, ("eof", ""), trio_token=token)
+            return
         if line.strip().lower().startswith("/edit "):
             trio.from_thread.run(send.send, ("output", edit(line.strip()[6:])), trio_token=token)
             continue
         trio.from_thread.run(send.send, ("line", line), trio_token=token)
+
+
+def _is_quit(line: str) -> bool:
+    try:
+        return parse_line(line) == SlashCommand("quit")
+    except CommandError:
+        return False
 
 
 def _plain_readline() -> str:
