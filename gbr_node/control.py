@@ -61,6 +61,7 @@ class Node:
             self.approvals, lambda: self.sandbox, self._announce_approval, self._approval_settled
         )
         self.undelivered: dict[str, list[Approval]] = {}
+        self._rejected_here: set[int] = set()  # its /reject already said so
         self.apply_profile(loaded)
         self.dispatcher = Dispatcher(lambda: self.registry)
         self.peers: PeerDirectory | None = None
@@ -196,7 +197,10 @@ class Node:
 
     async def _approval_settled(self, approval: Approval) -> None:
         text = outcome_text(approval)
-        self.notice(f"approval #{approval.id} {approval.status}")
+        if approval.status == "rejected" and approval.id in self._rejected_here:
+            self._rejected_here.discard(approval.id)
+        else:
+            self.notice(f"approval #{approval.id} {approval.status}")
         if approval.requester == LOCAL:
             if self.runtime is not None:
                 await self.runtime.inbox.send(ApprovalResolved(approval.id, text))
@@ -225,7 +229,9 @@ class Node:
                 return f"/{name} needs an approval number, e.g. /{name} 3"
             ns.id = int(words[0].lstrip("#"))
         out = io.StringIO()
-        approvals_cli.main(self.loaded.project_dir, lambda: self.sandbox, ns, out=out)
+        status = approvals_cli.main(self.loaded.project_dir, lambda: self.sandbox, ns, out=out)
+        if name == "reject" and status == approvals_cli.EXIT_OK:
+            self._rejected_here.add(ns.id)
         return out.getvalue().rstrip()
 
     async def deliver_outcomes(self, peer_id: str) -> None:

@@ -72,6 +72,7 @@ def test_reject_with_a_reason_reaches_the_model(project, model_server, run_node)
     term.expect_new("I asked for approval.")
     term.sendline("/reject 1 keep the version until the release")
     term.expect_new("Noted the outcome.")
+    assert term.text().count("approval #1 rejected") == 1  # said once, not by the desk again
     assert (project / "pyproject.toml").read_text() == OLD
     told = model_server.chat_bodies[2]["messages"][-1]["content"]
     assert "rejected" in told and "keep the version until the release" in told
