@@ -127,7 +127,9 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
 
     Absolute paths and paths with a `..` component are always resolved through
     the sandbox; other relative parts are resolved when they name an existing
-    entry (a symlink planted in the root that leads out is refused). Relative
+    entry (a symlink planted in the root that leads out is refused). Each is
+    checked lexically and as the kernel will follow it (symlinks first, then
+    `..`: `link/../x` is where the link points, one folder up). Relative
     parts are taken from `cwd_relative`, the root-relative working folder.
 
     Raises:
@@ -143,6 +145,10 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
             if risky or os.path.lexists(os.path.join(sandbox.root, joined)):
                 try:
                     sandbox.resolve(joined)
+                    # The program gets the text as is, and the kernel follows a symlink
+                    # before the `..` after it ("link/../x" climbs out of where the link
+                    # points), which the lexical check above does not: resolve physically.
+                    sandbox.resolve(os.path.realpath(os.path.join(sandbox.root, joined)))
                 except SecurityViolation as exc:
                     raise SecurityViolation(f"argument refused: {exc.reason}", arg) from exc
 

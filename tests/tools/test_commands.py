@@ -163,6 +163,9 @@ def test_builtin_refusals_apply_to_a_program_by_its_name(make_registry, bin_dir)
         "file:///etc/passwd",
         "escape",
         "escape/secret.txt",
+        "escape/../outside/secret.txt",  # the kernel follows escape, then climbs
+        "escape/..",
+        "--file=escape/../outside",
     ],
 )
 def test_path_arguments_outside_the_root_are_refused_before_running(
