@@ -301,3 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         # stdout goes to devnull so the interpreter's final flush cannot fail again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
+    except BaseException as exc:
+        # trio raises a Ctrl-C that lands inside a nursery wrapped in an exception group
+        split = getattr(exc, "subgroup", None)
+        if split is not None and split(KeyboardInterrupt) is not None:
+            return 130
+        raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -126,8 +127,19 @@ async def serve(settings: NodeSettings) -> int:
         trusted = ", ".join(node.loaded.profile.peers) or "none (every call is refused)"
         print(f"trusted peers: {trusted}", flush=True)
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
             await _start_background(node, nursery)
     return EXIT_OK
+
+
+async def _stop_on_sigterm(scope: trio.CancelScope) -> None:
+    """SIGTERM (`kill PID`, a service manager) stops `serve` cleanly, as Ctrl-C does, so
+    the process exits normally and the commands it still runs are killed (tools/process.py)."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            log.info("SIGTERM: stopping")
+            scope.cancel()
+            return
 
 
 async def call_once(

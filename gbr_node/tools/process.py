@@ -4,16 +4,21 @@ POSIX only (process groups, `os.killpg`, `select` on pipes). The program runs in
 new session (`start_new_session=True`), so it and every child it spawns share one
 process group that can be killed at once. Output is read while the program runs,
 and at most `max_output_bytes` (stdout and stderr together) are kept; the rest
-is read and dropped, never buffered.
+is read and dropped, never buffered. Groups still running when the interpreter
+exits (the node stopped by Ctrl-C, SIGTERM or /quit mid-command) are killed
+then too (`kill_running_groups`, registered with `atexit`); after a SIGKILL of
+the node nothing can run, and they live on until their own end.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +46,23 @@ class Completed:
     stdout: bytes
     stderr: bytes
     dropped_bytes: int
+
+
+_running_groups: set[int] = set()
+_running_lock = threading.Lock()
+
+
+def kill_running_groups() -> int:
+    """SIGKILL every process group `run_bounded` started that is still running; returns
+    how many. Called at interpreter exit; safe to call at any time."""
+    with _running_lock:
+        groups = list(_running_groups)
+    for pgid in groups:
+        _kill_group(pgid)
+    return len(groups)
+
+
+atexit.register(kill_running_groups)
 
 
 def _kill_group(pgid: int) -> None:
@@ -90,6 +112,8 @@ def run_bounded(
         )
     except OSError as exc:
         raise ToolError(f"could not start {args[0]}: {exc.strerror or exc}") from exc
+    with _running_lock:
+        _running_groups.add(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     kept = {out_fd: bytearray(), err_fd: bytearray()}
@@ -129,6 +153,8 @@ def run_bounded(
         selector.close()
         _kill_group(proc.pid)
         proc.wait()
+        with _running_lock:
+            _running_groups.discard(proc.pid)
         proc.stdout.close()
         proc.stderr.close()
     return Completed(

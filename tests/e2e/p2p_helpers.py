@@ -98,6 +98,14 @@ class ServeProcess:
             self._new.put(line.rstrip("\n"))
         self._new.put(None)
 
+    def all_lines(self, timeout_s: float = 10) -> list[str]:
+        """Every line it printed, once its output has ended (call after it exited)."""
+        deadline = time.monotonic() + timeout_s
+        while (line := self._new.get(timeout=max(deadline - time.monotonic(), 0.001))) is not None:
+            self.lines.append(line)
+        self._new.put(None)  # later calls end at once too
+        return self.lines
+
     def wait_line(self, pattern: str, timeout_s: float = CALL_TIMEOUT_S) -> str:
         """The first line (seen so far or arriving within `timeout_s`) matching `pattern`."""
         regex = re.compile(pattern)

@@ -249,6 +249,52 @@ def test_killing_the_serving_process_mid_call_fails_the_call_at_once(own_cluster
                 os.kill(pid, signal.SIGKILL)
 
 
+def _alive(pid: int) -> bool:
+    """Running (a zombie, killed but not reaped by PID 1, does not count)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_serve_mid_command_kills_the_command_and_prints_no_traceback(own_cluster, stop):
+    cluster = own_cluster
+    caller = start_call(
+        cluster.caller_dir,
+        cluster.tmp / "home-alice",
+        cluster.alice,
+        cluster.server.addr,
+        "run_command",
+        '{"argv": ["sleep", "30"]}',
+    )
+    sleepers: list[int] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not sleepers and caller.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            sleepers = children_running(cluster.server.proc.pid, "sleep")
+        assert sleepers, f"sleep never started; caller: {caller.poll()} {caller.communicate()}"
+        cluster.server.proc.send_signal(stop)
+        status = cluster.server.proc.wait(timeout=30)
+        assert status == (130 if stop == signal.SIGINT else 0)
+        assert not any("Traceback" in line for line in cluster.server.all_lines())
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in sleepers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in sleepers)
+        caller.communicate(timeout=30)
+        assert caller.returncode == 3
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait(timeout=10)
+        for pid in sleepers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 async def _raw_exchange(host, target: str, data: bytes) -> bytes:
     """Send `data` on a new `/gbr/mcp/1.0.0` stream; return all bytes until the server closes."""
     stream = await host.new_stream(target, MCP, timeout_s=10)
