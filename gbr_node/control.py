@@ -52,6 +52,19 @@ NO_MODEL_HELP = (
 )
 
 
+def missing_model_help(choice: ModelChoice | None) -> str:
+    """Why there is no model client and how to set one: NO_MODEL_HELP, or, when a
+    server URL is set without a model name (requests need one), say just that."""
+    if choice is None or not choice.config.base_url or choice.config.model:
+        return NO_MODEL_HELP
+    where = choice.sources.get("base_url", "the profile")
+    return (
+        f"a model server is set ({choice.config.base_url}, base_url from {where}) but no "
+        'model name:\n  export OPENAI_MODEL=NAME, or [model] model = "NAME" in the profile, '
+        "or --model NAME\n  (llama.cpp's server takes any name; Ollama and vLLM want a served one)"
+    )
+
+
 class Node:
     """The rules in force (profile, sandbox, tool registry) and the parts built on them."""
 
@@ -102,7 +115,7 @@ class Node:
     def model(self) -> ModelClient:
         """The current model client; ModelError when none is configured."""
         if self.client is None:
-            raise ModelError(NO_MODEL_HELP)
+            raise ModelError(missing_model_help(self.choice))
         return self.client
 
     def tools_lines(self) -> list[str]:

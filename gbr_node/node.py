@@ -29,7 +29,7 @@ from gbr_node.agent.session import Session
 from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
 from gbr_node.config.profile import ModelConfig
 from gbr_node.config.watcher import ProfileWatcher
-from gbr_node.control import NO_MODEL_HELP, Node
+from gbr_node.control import Node, missing_model_help
 from gbr_node.errors import GbrError, ModelError, PeerUnreachable
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ClientSettings, ModelClient
@@ -339,7 +339,7 @@ def _banner(
     loaded = node.loaded
     renderer.line(f"gbr-node {__version__} · profile {loaded.name} · root {loaded.root}")
     if node.client is None:
-        renderer.line(f"{RED}{NO_MODEL_HELP}{RESET}")
+        renderer.line(f"{RED}{missing_model_help(node.choice)}{RESET}")
     elif node.choice is not None:
         renderer.line(f"{DIM}model {node.choice.describe()}{RESET}")
     if host is not None:

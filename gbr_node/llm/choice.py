@@ -39,7 +39,7 @@ class ModelChoice:
 
     def describe(self) -> str:
         """One line: model, URL, and where they came from."""
-        model = self.config.model or "(server default)"
+        model = self.config.model or "(no model name)"
         url = self.config.base_url or "(none)"
         why = ", ".join(f"{k} from {v}" for k, v in self.sources.items()) or "nothing configured"
         key = "key set" if self.api_key else "no API key"

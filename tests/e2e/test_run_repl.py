@@ -120,3 +120,20 @@ def test_slash_commands_work_without_a_model(tmp_path):
         assert term.text().splitlines()[-1].strip() == "› /quit"
     finally:
         term.child.terminate(force=True)
+
+
+def test_a_server_url_without_a_model_name_says_what_is_missing(tmp_path):
+    project = tmp_path / "bare"
+    (project / ".gbr_envs").mkdir(parents=True)
+    (project / ".gbr_envs" / "default.toml").write_text('system_prompt = "x"\n')
+    env = {"GBR_LOCAL_MODEL": "0", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    term = Terminal(spawn_node(project, "run", env=env))
+    try:
+        term.expect(r"a model server is set \(http://127\.0\.0\.1:9/v1, base_url from ")
+        term.expect("OPENAI_MODEL=NAME")
+        term.sendline("hello?")
+        term.expect_new("error: a model server is set")
+        term.sendline("/quit")
+        term.child.wait()
+    finally:
+        term.child.terminate(force=True)
