@@ -35,7 +35,7 @@ from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ClientSettings, ModelClient
 from gbr_node.llm.local import describe as describe_local
 from gbr_node.llm.local import local_model_available, local_model_server
-from gbr_node.p2p.host import P2PHost, open_host
+from gbr_node.p2p.host import P2PHost, open_host, parse_target
 from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import call_tool, describe_call, list_tools, serve_mcp
@@ -47,7 +47,7 @@ from gbr_node.rpc.toolhost import ProfileToolHost
 
 log = logging.getLogger("gbr_node")
 OLLAMA_PROBE_TIMEOUT_S = 0.5
-EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,8 @@ async def call_once(
 
     `target` is a `/p2p/` multiaddr, a peer ID, or an alias of the active
     profile's `[peers]` (if the project has profiles). Exit status: 0 ok,
-    1 tool error or refused call, 3 unreachable or unauthorized.
+    1 tool error or refused call, 2 a target that is none of those, 3
+    unreachable or unauthorized.
     """
     peer_addrs: tuple[str, ...] = ()
     peers = {}
@@ -157,6 +158,17 @@ async def call_once(
         peers = load_profile(settings.project_dir, settings.env).profile.peers
     if target in peers:
         target, peer_addrs = peers[target].peer_id, peers[target].addrs
+    else:
+        try:
+            parse_target(target)
+        except GbrError as exc:
+            known = ", ".join(peers) or f"none: no [peers] in profile {settings.env}"
+            print(
+                f"gbr-node: {exc}\n  TARGET is an alias from [peers] (known: {known}), "
+                "a peer ID, or a multiaddr ending in /p2p/<peer ID>",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     keypair = load_or_create_identity(settings.identity)
     async with open_host(keypair, [], is_trusted=lambda _: False) as host:
         if peer_addrs:

@@ -65,7 +65,7 @@ from gbr_node.p2p.swarm import GbrSwarm
 
 yamux_window.install()
 
-__all__ = ["DEFAULT_DIAL_TIMEOUT_S", "P2PHost", "StreamHandler", "open_host"]
+__all__ = ["DEFAULT_DIAL_TIMEOUT_S", "P2PHost", "StreamHandler", "open_host", "parse_target"]
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ class P2PHost:
                 `protocol_id`, or the connection broke while negotiating.
         """
         await self.connect(target, timeout_s=timeout_s)
-        pid = _parse_target(target)[0]
+        pid = parse_target(target)[0]
         try:
             with trio.fail_after(timeout_s):
                 net_stream = await self._host.new_stream(pid, [TProtocol(protocol_id)])
@@ -274,14 +274,14 @@ class P2PHost:
 
     def _resolve_target(self, target: str) -> tuple[ID, list[multiaddr.Multiaddr]]:
         """Return (peer ID, addresses to dial) for a peer ID or a /p2p/ multiaddr."""
-        pid, addr = _parse_target(target)
+        pid, addr = parse_target(target)
         if addr is None:
             return pid, list(self._address_book.get(pid, ()))
         return pid, [addr]
 
 
 @functools.lru_cache(maxsize=256)
-def _parse_target(target: str) -> tuple[ID, multiaddr.Multiaddr | None]:
+def parse_target(target: str) -> tuple[ID, multiaddr.Multiaddr | None]:
     """(peer ID, address without `/p2p/`, or None for a bare peer ID) of a `connect()` target.
 
     Cached: py-multiaddr takes ~0.1-0.25 ms to parse and split one multiaddr,

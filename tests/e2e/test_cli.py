@@ -95,3 +95,16 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
     errors = reader.stderr.read().decode()
     assert reader.wait(timeout=60) == 1
     assert "Traceback" not in errors and "BrokenPipeError" not in errors
+
+
+def test_call_with_a_target_that_is_no_alias_peer_id_or_p2p_multiaddr_is_a_usage_error(tmp_path):
+    project = tmp_path / "project"
+    (project / ".gbr_envs").mkdir(parents=True)
+    bob = "12D3KooWKLTLE7kwdcoNmAGbEUK5z6aAmLfykxrQ2jnadgLDA6JK"
+    (project / ".gbr_envs" / "default.toml").write_text(
+        f'[peers.bob]\npeer_id = "{bob}"\ntools = "*"\n'
+    )
+    for target in ("bobb", "/ip4/127.0.0.1/tcp/4002"):
+        done = gbr(project, "call", target, "--list")
+        assert done.returncode == 2, done.stderr
+        assert "TARGET is an alias from [peers] (known: bob)" in done.stderr
