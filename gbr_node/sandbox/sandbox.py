@@ -306,11 +306,19 @@ def _open_folder(parent: int, name: str, relative: str, *, create: bool = True) 
 
 
 def _raise_if_link(exc: OSError, name: str, parent: int, relative: str) -> None:
-    """SecurityViolation if `exc` (from an O_NOFOLLOW open of `name`) came from a symlink."""
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
+    """SecurityViolation if `exc` (from an O_NOFOLLOW open of `name`) came from a symlink
+    (`resolve` leaves none: one appeared since); ToolError for a symlink loop, which
+    `resolve` passes through as is."""
+    if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not stat.S_ISLNK(
         os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
     ):
-        raise SecurityViolation(LINK_APPEARED, relative) from exc
+        return
+    try:
+        os.stat(name, dir_fd=parent)
+    except OSError as followed:
+        if followed.errno == errno.ELOOP:
+            raise ToolError(f"{relative} is a symlink loop") from exc
+    raise SecurityViolation(LINK_APPEARED, relative) from exc
 
 
 def _existing_mode(name: str, relative: str, folder: int | None) -> int | None:
@@ -320,6 +328,11 @@ def _existing_mode(name: str, relative: str, folder: int | None) -> int | None:
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(info.st_mode):
+        try:
+            os.stat(name, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ToolError(f"{relative} is a symlink loop") from exc
         raise SecurityViolation(LINK_APPEARED, relative)
     if stat.S_ISDIR(info.st_mode):
         raise ToolError(f"cannot write {relative}: it is a folder")

@@ -324,3 +324,22 @@ def test_open_read_reads_through_links_that_resolve_kept_inside(tree):
     assert _read_all(sandbox.open_read(sandbox.resolve("alias/pkg/mod.py").path)) == b"x = 1\n"
     with pytest.raises(FileNotFoundError):
         sandbox.open_read(sandbox.resolve("src/missing/mod.py").path)
+
+
+@pytest.mark.skipif(not sandbox_module.HAVE_DIR_FD, reason="needs directory handles (dir_fd)")
+def test_open_read_of_a_symlink_loop_says_loop(tree):
+    root, _ = tree
+    (root / "loop1").symlink_to(root / "loop2")
+    (root / "loop2").symlink_to(root / "loop1")
+    sandbox = Sandbox(root)
+    with pytest.raises(ToolError, match="loop1 is a symlink loop"):
+        sandbox.open_read(sandbox.resolve("loop1").path)
+
+
+def test_write_atomic_over_a_symlink_loop_says_loop(tree, write_strategy):
+    root, _ = tree
+    (root / "loop1").symlink_to(root / "loop2")
+    (root / "loop2").symlink_to(root / "loop1")
+    sandbox = Sandbox(root)
+    with pytest.raises(ToolError, match="loop1 is a symlink loop"):
+        sandbox.write_atomic(sandbox.resolve("loop1").path, b"x")
