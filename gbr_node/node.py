@@ -115,6 +115,8 @@ async def serve(settings: NodeSettings) -> int:
     loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
+    node.color = _wants_color()
+    node.notice = Renderer(color=node.color).line  # profile and approval notices
 
     def print_call(record: CallRecord, alias: str | None) -> None:
         # serve's stdout is its call log; `run` logs calls to .gbr/node.log instead
@@ -278,7 +280,7 @@ async def run_interactive(settings: NodeSettings) -> int:
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
     machine = AgentMachine(session, node.dispatcher.chat_tools)
-    renderer = Renderer(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    renderer = Renderer(color=_wants_color())
     node.runtime = AgentRuntime(machine, node.model, node.dispatcher, renderer)
     try:
         async with AsyncExitStack() as stack:
@@ -316,6 +318,11 @@ async def run_interactive(settings: NodeSettings) -> int:
     finally:
         journal.close()
     return EXIT_OK
+
+
+def _wants_color() -> bool:
+    """ANSI colours on a terminal only, unless NO_COLOR is set (no-color.org)."""
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
 
 def embedded_allowed() -> bool:

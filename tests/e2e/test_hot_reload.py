@@ -94,7 +94,11 @@ def test_a_peer_removed_from_peers_is_refused_on_its_next_call(tmp_path):
         read = ("read_file", '{"path": "a.txt"}')
         assert gbr_call(tmp_path, home, caller, server.addr, *read).returncode == 0
         rewrite(profile, trust, "", atomic=True)
-        server.wait_line("profile default reloaded: peers")
+        reloaded = server.wait_line("profile default reloaded: peers")
+        assert "\x1b[" not in reloaded  # not a terminal: no colour codes
+        profile.write_text("[node\n")  # a broken save is reported, plainly too
+        assert "\x1b[" not in server.wait_line("profile not reloaded")
+        rewrite(profile, "[node\n", "", atomic=True)
         refused = gbr_call(tmp_path, home, caller, server.addr, *read)
         assert refused.returncode == 3
         assert "does not trust" in refused.stderr
