@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from libp2p.crypto.keys import KeyPair
 
 from gbr_node import __version__
 from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, read_journal
@@ -36,7 +37,7 @@ from gbr_node.llm.client import ClientSettings, ModelClient
 from gbr_node.llm.local import describe as describe_local
 from gbr_node.llm.local import local_model_available, local_model_server
 from gbr_node.p2p.host import P2PHost, open_host, parse_target
-from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
+from gbr_node.p2p.identity import default_identity_path, load_or_create_identity, peer_id_of
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import call_tool, describe_call, list_tools, serve_mcp
 from gbr_node.repl.app import Repl
@@ -87,7 +88,7 @@ async def _host(
     listen: Sequence[str] | None = None,
 ) -> AsyncIterator[P2PHost]:
     """Run the libp2p host serving `/gbr/mcp/1.0.0`; wire the peer directory into the node."""
-    keypair = load_or_create_identity(settings.identity)
+    keypair = _load_identity(settings)
     if listen is None:
         listen = settings.listen if settings.listen is not None else node.loaded.profile.node.listen
     async with open_host(
@@ -171,7 +172,7 @@ async def call_once(
                 file=sys.stderr,
             )
             return EXIT_USAGE
-    keypair = load_or_create_identity(settings.identity)
+    keypair = _load_identity(settings)
     async with open_host(keypair, [], is_trusted=lambda _: False) as host:
         if peer_addrs:
             host.add_addrs(target, peer_addrs)
@@ -204,7 +205,7 @@ async def _call_and_print(
 
 def identity(settings: NodeSettings) -> int:
     """`gbr-node id`: print the peer ID and the multiaddrs peers would dial."""
-    peer_id = peer_id_of(load_or_create_identity(settings.identity))
+    peer_id = peer_id_of(_load_identity(settings))
     print(peer_id)
     try:
         listen = (
@@ -318,6 +319,17 @@ async def run_interactive(settings: NodeSettings) -> int:
     finally:
         journal.close()
     return EXIT_OK
+
+
+def _load_identity(settings: NodeSettings) -> KeyPair:
+    """This node's key pair (`--identity` or the default file); says so on stderr when
+    it was just created, since a mistyped `--identity PATH` means another peer ID."""
+    path = settings.identity or default_identity_path()
+    existed = path.exists()
+    keypair = load_or_create_identity(path)
+    if not existed:
+        print(f"gbr-node: new identity {path} (peer ID {peer_id_of(keypair)})", file=sys.stderr)
+    return keypair
 
 
 def _wants_color() -> bool:

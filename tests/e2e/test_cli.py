@@ -108,3 +108,13 @@ def test_call_with_a_target_that_is_no_alias_peer_id_or_p2p_multiaddr_is_a_usage
         done = gbr(project, "call", target, "--list")
         assert done.returncode == 2, done.stderr
         assert "TARGET is an alias from [peers] (known: bob)" in done.stderr
+
+
+def test_a_new_identity_file_is_announced_once(tmp_path):
+    key = tmp_path / "typo" / "node.key"
+    first = gbr(tmp_path, "--identity", str(key), "id")
+    again = gbr(tmp_path, "--identity", str(key), "id")
+    assert first.returncode == again.returncode == 0
+    peer_id = first.stdout.split()[0]
+    assert f"gbr-node: new identity {key} (peer ID {peer_id})" in first.stderr
+    assert again.stdout.split()[0] == peer_id and "new identity" not in again.stderr
