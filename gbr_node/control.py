@@ -277,16 +277,23 @@ class Node:
                     await self.deliver_outcomes(peer_id)
 
     async def on_notify(self, grant: Grant, method: str, params: dict[str, Any]) -> None:
-        """A notification from a trusted peer: an approval outcome for our agent."""
+        """A notification from a trusted peer: an approval outcome. It goes to the agent
+        only if the agent's own call got that approval's "pending" result; one asked
+        for by, say, `gbr-node call` with the same identity is only shown."""
         if method != APPROVAL_RESOLVED:
             log.info("ignored %s from %s", method, grant.alias)
             return
         text = f"[from peer {grant.alias}] {params.get('text', '')}"
+        number = params.get("approval_id", 0)
+        asked = (grant.peer_id, number)
+        ours = self.peers is not None and asked in self.peers.awaiting
         self.notice(
-            f"peer {grant.alias}: approval #{params.get('approval_id')} {params.get('status')}"
+            f"peer {grant.alias}: approval #{number} {params.get('status')}"
+            + ("" if ours else " (asked by another process with this identity, not the agent)")
         )
-        if self.runtime is not None:
-            await self.runtime.inbox.send(ApprovalResolved(params.get("approval_id", 0), text))
+        if ours and self.runtime is not None:
+            self.peers.awaiting.discard(asked)
+            await self.runtime.inbox.send(ApprovalResolved(number, text))
 
     def _replace_client(self) -> None:
         choice = choose_model(self.loaded.profile.model, os.environ)

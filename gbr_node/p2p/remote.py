@@ -63,6 +63,9 @@ class PeerDirectory:
         self._peers = peers
         self._limits = limits
         self._tools: dict[str, list[dict[str, Any]]] = {}
+        self.awaiting: set[tuple[str, int]] = set()
+        """(peer ID, approval_id) of "pending_approval" results our calls got: their
+        outcomes, when the peer notifies them, are for this node's agent."""
 
     def handles(self, name: str) -> bool:
         """True for `list_peers`, `dial_peer` and `ALIAS__TOOL` names."""
@@ -131,7 +134,11 @@ class PeerDirectory:
         if peer is None:
             raise UnknownTool(f"no trusted peer named {alias!r}")
         self._host.add_addrs(peer.peer_id, peer.addrs)
-        return await call_tool(self._host, peer.peer_id, tool, arguments, limits=self._limits())
+        result = await call_tool(self._host, peer.peer_id, tool, arguments, limits=self._limits())
+        structured = result.get("structuredContent") or {}
+        if structured.get("status") == "pending_approval":
+            self.awaiting.add((peer.peer_id, int(structured.get("approval_id", 0))))
+        return result
 
     def _find(self, key: str) -> tuple[str, TrustedPeer]:
         for alias, peer in self._peers().items():

@@ -1,11 +1,13 @@
 """Protected writes wait for the operator, in the REPL and across nodes (EVD-AI-01, EVD-DEV-02)."""
 
+import json
 import signal
 import sqlite3
 import sys
+import time
 
 from tests.e2e.conftest import gbr, write_profile
-from tests.e2e.p2p_helpers import Identity, ServeProcess
+from tests.e2e.p2p_helpers import Identity, ServeProcess, gbr_call
 from tests.support.replies import text_reply, tool_call_reply
 
 OLD = '[project]\nname = "demo"\n'
@@ -112,6 +114,16 @@ def test_remote_write_waits_for_approval_from_a_third_process(
         told = model_server.chat_bodies[2]["messages"][-1]["content"]
         assert "from peer bob" in told and "approved and applied" in told
         assert events(bob_root) == ["PendingApproval", "Approved", "Applied"]
+
+        # a one-off call with alice's key: its outcome is shown, not handed to the agent
+        args = json.dumps({"path": "pyproject.toml", "content": OLD})
+        one_off = gbr_call(tmp_path, tmp_path / "home", alice, server.addr, "write_file", args)
+        assert "pending" in one_off.stdout, one_off.stdout + one_off.stderr
+        approve = gbr(bob_root, "approvals", "approve", "2", home=tmp_path / "home")
+        assert approve.returncode == 0, approve.stdout + approve.stderr
+        term.expect_new(r"approval #2 \w+ \(asked by another process with this identity")
+        time.sleep(1)
+        assert len(model_server.chat_bodies) == 3
     finally:
         server.kill()
 
