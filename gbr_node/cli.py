@@ -36,8 +36,23 @@ def _load(args: argparse.Namespace):
     return load_profile(_project_dir(args), _env_name(args))
 
 
+ARGS_HELP = "JSON object of arguments; - reads it from stdin, @FILE from a file"
+
+
 def _json_object(text: str, what: str) -> dict | None:
-    """`text` parsed as a JSON object, or None after printing what is wrong."""
+    """`text` parsed as a JSON object, or None after printing what is wrong.
+
+    `-` reads the JSON from stdin and `@FILE` from FILE: a command line holds
+    at most ~128 KiB in one argument (Linux MAX_ARG_STRLEN), a file content more.
+    """
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"gbr-node: cannot read {what} from {text[1:]}: {exc}", file=sys.stderr)
+            return None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -227,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("call", help="call one tool on a peer and print the result")
     p.add_argument("target", metavar="PEER", help="/p2p/ multiaddr, peer ID, or [peers] alias")
     p.add_argument("tool", nargs="?", help="tool name")
-    p.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
+    p.add_argument("arguments", nargs="?", default="{}", metavar="JSON-ARGS", help=ARGS_HELP)
     p.add_argument("--list", action="store_true", help="list the tools the peer grants us")
     p.set_defaults(func=cmd_call)
 
@@ -256,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tool", help="run one local tool under the active profile")
     p.add_argument("name", help="tool name, e.g. read_file")
-    p.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
+    p.add_argument("arguments", nargs="?", default="{}", metavar="JSON-ARGS", help=ARGS_HELP)
     p.add_argument("--json", action="store_true", help="print the raw MCP result")
     p.set_defaults(func=cmd_tool)
     return parser

@@ -118,3 +118,27 @@ def test_a_new_identity_file_is_announced_once(tmp_path):
     peer_id = first.stdout.split()[0]
     assert f"gbr-node: new identity {key} (peer ID {peer_id})" in first.stderr
     assert again.stdout.split()[0] == peer_id and "new identity" not in again.stderr
+
+
+def test_arguments_come_from_a_file_or_stdin_when_too_big_for_a_command_line(tmp_path):
+    project = tmp_path / "project"
+    (project / ".gbr_envs").mkdir(parents=True)
+    (project / ".gbr_envs" / "default.toml").write_text('system_prompt = "x"\n')
+    content = "q" * 300_000  # over Linux's 128 KiB limit for one argument
+    (tmp_path / "args.json").write_text(json.dumps({"path": "big.txt", "content": content}))
+    wrote = gbr(project, "tool", "write_file", f"@{tmp_path / 'args.json'}")
+    assert wrote.returncode == 0, wrote.stderr
+    assert (project / "big.txt").read_text() == content
+
+    read = subprocess.run(
+        [sys.executable, "-m", "gbr_node", "tool", "read_file", "-"],
+        input='{"path": "big.txt", "limit": 1}',
+        cwd=project,
+        env=node_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert read.returncode == 0 and "big.txt: lines 1-1 of 1" in read.stdout, read.stderr
+    missing = gbr(project, "tool", "read_file", f"@{tmp_path / 'nope.json'}")
+    assert missing.returncode == 2 and "cannot read JSON-ARGS from" in missing.stderr
