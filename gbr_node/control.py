@@ -186,7 +186,7 @@ class Node:
             if name != previous.name:
                 self.notice(f"switched to profile {name}")
             else:
-                what = ", ".join(message.changed) or "no effective change"
+                what = ", ".join(message.changed) or "valid again, nothing changed"
                 self.notice(f"profile {name} reloaded: {what}")
 
     # -- approvals (EVD-AI-01, EVD-DEV-01/02) -------------------------------

@@ -175,8 +175,12 @@ class ProfileWatcher:
         outcome = await self._load(self._active.name)
         if isinstance(outcome, LoadedProfile):
             changed = profile_changes(self._active, outcome)
+            # after a reported breakage, a fixed file is news even with nothing changed
+            fixed = self._gate.reported is not None
             update = (
-                UpdateEnv(outcome.system_prompt, changed, snapshot=outcome) if changed else None
+                UpdateEnv(outcome.system_prompt, changed, snapshot=outcome)
+                if changed or fixed
+                else None
             )
             return await self._apply(update, outcome, observed, ReloadGate())
         rejection = _rejection(outcome)

@@ -59,6 +59,20 @@ async def test_fix_after_a_broken_save_sends_update_env(
     assert running.active.system_prompt == "fixed"
 
 
+async def test_restoring_the_content_in_force_after_a_broken_save_says_it_is_valid_again(
+    running: ProfileWatcher, profile_file: pathlib.Path, receive: trio.MemoryReceiveChannel
+) -> None:
+    save_atomic(profile_file, BROKEN)
+    await next_rejection(receive)
+
+    save_atomic(profile_file, PROFILE)
+
+    update = await next_update(receive)
+    assert update.changed == ()
+    await wait_polls(running, 5)
+    assert_nothing_sent(receive)
+
+
 async def test_a_different_broken_save_is_reported_again(
     running: ProfileWatcher, profile_file: pathlib.Path, receive: trio.MemoryReceiveChannel
 ) -> None:
