@@ -217,9 +217,10 @@ def test_a_tool_not_granted_is_refused_and_does_not_run(cluster):
     assert read.returncode == 0 and "line one" in read.stdout
 
 
-def test_killing_the_serving_process_mid_call_fails_the_call_at_once(own_cluster):
-    """SIGKILL while `sleep 30` runs there: the caller gets exit 3, long before its 120 s limit."""
-    cluster = own_cluster
+@contextlib.contextmanager
+def _sleep_running_there(cluster: Cluster):
+    """Alice's `gbr-node call ... run_command sleep 30`, once `sleep` runs on the server:
+    yields (the caller process, the sleepers' PIDs); both are killed after."""
     caller = start_call(
         cluster.caller_dir,
         cluster.tmp / "home-alice",
@@ -235,11 +236,7 @@ def test_killing_the_serving_process_mid_call_fails_the_call_at_once(own_cluster
             time.sleep(0.05)
             sleepers = children_running(cluster.server.proc.pid, "sleep")
         assert sleepers, f"sleep never started; caller: {caller.poll()} {caller.communicate()}"
-        cluster.server.kill()
-        # bounded by this wait's own timeout; the caller's call time limit is 120 s
-        out, err = caller.communicate(timeout=30)
-        assert caller.returncode == 3, (out, err)
-        assert "closed the stream without answering" in err or "reset" in err, err
+        yield caller, sleepers
     finally:
         if caller.poll() is None:
             caller.kill()
@@ -247,6 +244,16 @@ def test_killing_the_serving_process_mid_call_fails_the_call_at_once(own_cluster
         for pid in sleepers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_killing_the_serving_process_mid_call_fails_the_call_at_once(own_cluster):
+    """SIGKILL while `sleep 30` runs there: the caller gets exit 3, long before its 120 s limit."""
+    with _sleep_running_there(own_cluster) as (caller, _):
+        own_cluster.server.kill()
+        # bounded by this wait's own timeout; the caller's call time limit is 120 s
+        out, err = caller.communicate(timeout=30)
+        assert caller.returncode == 3, (out, err)
+        assert "closed the stream without answering" in err or "reset" in err, err
 
 
 def _alive(pid: int) -> bool:
@@ -260,39 +267,17 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_stopping_serve_mid_command_kills_the_command_and_prints_no_traceback(own_cluster, stop):
-    cluster = own_cluster
-    caller = start_call(
-        cluster.caller_dir,
-        cluster.tmp / "home-alice",
-        cluster.alice,
-        cluster.server.addr,
-        "run_command",
-        '{"argv": ["sleep", "30"]}',
-    )
-    sleepers: list[int] = []
-    try:
-        deadline = time.monotonic() + 30
-        while not sleepers and caller.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            sleepers = children_running(cluster.server.proc.pid, "sleep")
-        assert sleepers, f"sleep never started; caller: {caller.poll()} {caller.communicate()}"
-        cluster.server.proc.send_signal(stop)
-        status = cluster.server.proc.wait(timeout=30)
-        assert status == (130 if stop == signal.SIGINT else 0)
-        assert not any("Traceback" in line for line in cluster.server.all_lines())
+    server = own_cluster.server
+    with _sleep_running_there(own_cluster) as (caller, sleepers):
+        server.proc.send_signal(stop)
+        assert server.proc.wait(timeout=30) == (130 if stop == signal.SIGINT else 0)
+        assert not any("Traceback" in line for line in server.all_lines())
         deadline = time.monotonic() + 10
         while any(_alive(pid) for pid in sleepers) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(_alive(pid) for pid in sleepers)
         caller.communicate(timeout=30)
         assert caller.returncode == 3
-    finally:
-        if caller.poll() is None:
-            caller.kill()
-            caller.wait(timeout=10)
-        for pid in sleepers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 async def _raw_exchange(host, target: str, data: bytes) -> bytes:
