@@ -99,11 +99,16 @@ def test_resume_after_kill_restores_the_conversation(run_node, model_server, pro
         again.child.terminate(force=True)
 
 
-def test_slash_commands_work_without_a_model(tmp_path):
+def _run_without_a_model(tmp_path, **env: str) -> Terminal:
+    """`gbr-node run` in a project whose profile sets no model, embedded model off."""
     project = tmp_path / "bare"
     (project / ".gbr_envs").mkdir(parents=True)
     (project / ".gbr_envs" / "default.toml").write_text('system_prompt = "x"\n')
-    term = Terminal(spawn_node(project, "run", env={"GBR_LOCAL_MODEL": "0"}))
+    return Terminal(spawn_node(project, "run", env={"GBR_LOCAL_MODEL": "0", **env}))
+
+
+def test_slash_commands_work_without_a_model(tmp_path):
+    term = _run_without_a_model(tmp_path)
     try:
         term.expect("no model configured")
         term.expect("/help for commands")
@@ -123,11 +128,7 @@ def test_slash_commands_work_without_a_model(tmp_path):
 
 
 def test_a_server_url_without_a_model_name_says_what_is_missing(tmp_path):
-    project = tmp_path / "bare"
-    (project / ".gbr_envs").mkdir(parents=True)
-    (project / ".gbr_envs" / "default.toml").write_text('system_prompt = "x"\n')
-    env = {"GBR_LOCAL_MODEL": "0", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
-    term = Terminal(spawn_node(project, "run", env=env))
+    term = _run_without_a_model(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
     try:
         term.expect(r"a model server is set \(http://127\.0\.0\.1:9/v1, base_url from ")
         term.expect("OPENAI_MODEL=NAME")
