@@ -9,13 +9,18 @@ LM Studio, OpenRouter, DeepSeek):
 - a usage-only chunk whose `choices` is empty or null;
 - reasoning under `reasoning_content` or `reasoning` (one is taken per delta);
 - tool-call fragments without `index`; every parallel call at index 0 with
-  different ids; no ids (unique `call_<hex>` ids are generated); the name
-  repeated or blanked in later fragments; whole arguments at once, or as a
-  JSON object instead of a string; the complete arguments re-sent in the
-  final chunk (not doubled); tool calls ending with finish_reason "stop";
-- an error object (`{"error": {...}}`, Gemini's `[{"error": {...}}]`, or an
-  SSE `event: error`) in the middle of the stream: the partial text is kept
-  and the result marked partial.
+  different ids; no ids (unique `call_<hex>` ids are generated); the id sent
+  inside `function` instead of beside it; the name repeated or blanked in
+  later fragments; whole arguments at once, or as a JSON object instead of a
+  string; the complete arguments re-sent in the final chunk (not doubled);
+  arguments first sent as an empty placeholder `{}` and then as the real
+  object, whole or in pieces (the placeholder is dropped, not prefixed:
+  `{}{"p": 1}` is never what the call gets); tool calls ending with
+  finish_reason "stop";
+- an error object (`{"error": {...}}`, Gemini's `[{"error": {...}}]`, vLLM's
+  `{"object": "error", "message": ..., "code": ...}`, or an SSE
+  `event: error`) in the middle of the stream: the partial text is kept, the
+  result marked partial and its error is the server's message.
 
 A tool call is runnable only when the stream ended normally ([DONE] or a
 finish_reason, and no error) and its arguments parse strictly as a JSON
@@ -44,6 +49,11 @@ from gbr_node.llm.events import (
 _ERROR_TEXT_LIMIT = 500
 
 
+def _is_error_object(body: Mapping[str, Any]) -> bool:
+    """vLLM's error chunk: `{"object": "error", "message": ..., "type": ..., "code": ...}`."""
+    return body.get("object") == "error"
+
+
 def new_call_id() -> str:
     """A fresh tool-call id for servers that send none: `call_` + 24 hex digits."""
     return "call_" + secrets.token_hex(12)
@@ -53,14 +63,15 @@ def error_message(body: object) -> str | None:
     """The human message of an error body, or None when `body` holds no error.
 
     Shapes: OpenAI `{"error": {"message": ..., "code": ..., "type": ...}}`,
-    `{"error": "text"}`, Gemini's list `[{"error": {...}}]`, and
+    `{"error": "text"}`, Gemini's list `[{"error": {...}}]`, vLLM's
+    `{"object": "error", "message": ..., "code": ...}`, and
     `{"message": ...}` / `{"detail": ...}` as some proxies send.
     """
     if isinstance(body, list) and body:
         body = body[0]
     if not isinstance(body, Mapping):
         return None
-    error = body.get("error")
+    error = body if _is_error_object(body) else body.get("error")
     if isinstance(error, str) and error:
         return error[:_ERROR_TEXT_LIMIT]
     if isinstance(error, Mapping):
@@ -136,7 +147,9 @@ class DeltaAssembler:
         self.got_data = True
         if self.ended:
             return []
-        if isinstance(chunk, list) or (isinstance(chunk, Mapping) and chunk.get("error")):
+        if isinstance(chunk, list) or (
+            isinstance(chunk, Mapping) and (chunk.get("error") or _is_error_object(chunk))
+        ):
             self._error = error_message(chunk) or f"the model server sent an error: {chunk!r:.200}"
             return []
         if not isinstance(chunk, Mapping):
@@ -224,21 +237,27 @@ class DeltaAssembler:
 
     def _fragment(self, fragment: Mapping[str, Any]) -> list[Event]:
         index = fragment.get("index") if isinstance(fragment.get("index"), int) else None
-        call_id = fragment.get("id") if isinstance(fragment.get("id"), str) else None
         function = fragment.get("function") if isinstance(fragment.get("function"), Mapping) else {}
+        # The id beside `function`, or inside it as some servers send it; "" is no id.
+        call_id = next(
+            (v for v in (fragment.get("id"), function.get("id")) if isinstance(v, str) and v), None
+        )
         name = function.get("name") if isinstance(function.get("name"), str) else ""
         arguments = function.get("arguments")
         if isinstance(arguments, Mapping):
             arguments = json.dumps(arguments, ensure_ascii=False)
         arguments = arguments if isinstance(arguments, str) else ""
 
-        slot = self._route(index, call_id or None, name, arguments)
+        slot = self._route(index, call_id, name, arguments)
         events: list[Event] = []
         if name and not slot.name:
             slot.name = name
             events.append(ToolCallStarted(self._slots.index(slot), name))
         if arguments and not _same_object(slot.arguments, arguments):
-            slot.arguments += arguments
+            if _as_object(slot.arguments) == {} and arguments.lstrip().startswith("{"):
+                slot.arguments = arguments  # "{}" was a placeholder for these
+            else:
+                slot.arguments += arguments
         return events
 
     def _route(self, index: int | None, call_id: str | None, name: str, arguments: str) -> _Slot:
@@ -266,10 +285,11 @@ def _starts_new_call(slot: _Slot, call_id: str | None, name: str, arguments: str
         return True  # a different id (same ids were matched before)
     if name and slot.name and name != slot.name:
         return True
-    # Same name, no telling id: a second whole call after a complete one.
+    # Same name, no telling id: a second whole call after a complete one (an
+    # empty "{}" so far is a placeholder, not a complete call).
     return bool(
         name
-        and _as_object(slot.arguments) is not None
+        and _as_object(slot.arguments)
         and _as_object(arguments) is not None
         and not _same_object(slot.arguments, arguments)
     )

@@ -139,16 +139,24 @@ async def test_retry_after_longer_than_the_cap_is_not_waited_for(server, setting
     assert info.value.retryable
 
 
-async def test_error_event_mid_stream_keeps_partial_text(server, settings) -> None:
-    server.enqueue(SseReply([chunk("Half an "), {"error": {"message": "overloaded"}}]))
+@pytest.mark.parametrize(
+    ("error_chunk", "shown"),
+    [
+        ({"error": {"message": "overloaded"}}, "overloaded"),
+        # vLLM: the error replaces the chunk, then [DONE]
+        ({"object": "error", "message": "CUDA out of memory", "type": "InternalServerError",
+          "param": None, "code": 500}, "CUDA out of memory [500]"),
+    ],
+    ids=["openai", "vllm"],
+)  # fmt: skip
+async def test_error_chunk_mid_stream_keeps_partial_text_and_shows_its_message(
+    server, settings, error_chunk, shown
+) -> None:
+    server.enqueue(SseReply([chunk("Half an "), error_chunk]))
     async with ModelClient(settings()) as client:
         events = await collect(client)
     completion = events[-1]
-    assert (completion.partial, completion.text, completion.error) == (
-        True,
-        "Half an ",
-        "overloaded",
-    )
+    assert (completion.partial, completion.text, completion.error) == (True, "Half an ", shown)
 
 
 async def test_server_dying_mid_stream_keeps_partial_text(server, settings) -> None:

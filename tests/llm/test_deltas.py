@@ -112,6 +112,41 @@ TOOL_CASES = [
     ("blank_arguments_mean_no_arguments", [
         calls(call(0, "a", "now", "")), delta("tool_calls"), DONE,
     ], [("a", "now", {})]),
+    # Servers that put the call's id inside `function` instead of beside it.
+    ("id_inside_function_is_the_call_id", [
+        calls({"index": 0, "function": {"id": "f1", "name": "read", "arguments": "{}"}}),
+        delta("tool_calls"), DONE,
+    ], [("f1", "read", {})]),
+    ("ids_inside_function_tell_parallel_calls_apart", [
+        calls({"index": 0, "function": {"id": "f1", "name": "read", "arguments": '{"p": 1}'}}),
+        calls({"index": 0, "function": {"id": "f2", "name": "read", "arguments": '{"p": 2}'}}),
+        delta("tool_calls"), DONE,
+    ], [("f1", "read", {"p": 1}), ("f2", "read", {"p": 2})]),
+    ("id_inside_function_then_continuation_without_id", [
+        calls({"index": 0, "id": "",
+               "function": {"id": "f1", "name": "read", "arguments": '{"p"'}}),
+        calls({"index": 0, "id": "", "function": {"arguments": ": 1}"}}),
+        delta("tool_calls"), DONE,
+    ], [("f1", "read", {"p": 1})]),
+    # Servers that first send "{}" as a placeholder, then the real arguments.
+    ("placeholder_then_whole_arguments", [
+        calls(call(0, "a", "read", "{}")), calls(call(0, args='{"p": 1}')),
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("placeholder_then_arguments_in_pieces", [
+        calls(call(0, "a", "read", "{}")), calls(call(0, args='{"p"')), calls(call(0, args=": 1}")),
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("placeholder_object_then_arguments_object", [
+        calls(call(0, "a", "read", {})), calls(call(0, args={"p": 1})), delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("placeholder_with_spaces_then_arguments_with_the_name_again", [
+        calls(call(0, "a", "read", " { } ")), calls(call(0, name="read", args=' {"p": 1}')),
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("placeholder_without_index_or_id_then_arguments", [
+        calls(call(name="read", args="{}")), calls(call(args='{"p": 1}')), STOP, DONE,
+    ], [("gen_1", "read", {"p": 1})]),
 ]  # fmt: skip
 
 
@@ -197,6 +232,11 @@ ERROR_CASES = [
     ("gemini_list_error", [{"error": {"message": "quota", "status": "RESOURCE_EXHAUSTED"}}],
      "quota [RESOURCE_EXHAUSTED]"),
     ("error_string", {"error": "boom"}, "boom"),
+    ("vllm_error_chunk", {"object": "error", "message": "CUDA out of memory",
+                          "type": "InternalServerError", "param": None, "code": 500},
+     "CUDA out of memory [500]"),
+    ("vllm_error_chunk_without_code", {"object": "error", "message": "bad request"},
+     "bad request"),
     ("data_not_json", "not json at all", "not JSON"),
 ]  # fmt: skip
 
@@ -272,6 +312,9 @@ def _stream_bytes() -> bytes:
         calls(call(0, "a", "read", ""), call(1, name="list")),
         calls(call(0, args='{"path": "ä/'), call(1, args="{}")),
         calls(call(0, args='b.txt"}')),
+        calls(call(2, "c", "grep", "{}")),
+        calls(call(2, args='{"q": "x"}')),
+        calls({"index": 3, "function": {"id": "f4", "name": "now", "arguments": "{}"}}),
         delta("tool_calls"),
         {"choices": [], "usage": {"total_tokens": 9}},
         DONE,
@@ -304,5 +347,10 @@ def test_any_split_of_a_valid_stream_gives_the_same_result(cuts: list[int]) -> N
     points = [0, *sorted(cuts), len(STREAM)]
     events, completion = run_stream([STREAM[a:b] for a, b in itertools.pairwise(points)])
     assert (events, completion) == run_stream([STREAM])
-    assert runnable(completion) == [("a", "read", {"path": "ä/b.txt"}), ("gen_1", "list", {})]
+    assert runnable(completion) == [
+        ("a", "read", {"path": "ä/b.txt"}),
+        ("gen_1", "list", {}),
+        ("c", "grep", {"q": "x"}),
+        ("f4", "now", {}),
+    ]
     assert (completion.text, completion.reasoning) == ("Héllo", "hmm ☃")
