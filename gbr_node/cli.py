@@ -19,11 +19,26 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
 def _project_dir(args: argparse.Namespace) -> Path:
+    """The project folder, spelled as the person reached it (absolute; a symlinked
+    folder keeps its name, so paths spelled with it stay inside the root)."""
     from gbr_node.config.loader import find_project_dir
 
     if args.project:
-        return Path(args.project).resolve()
-    return find_project_dir(Path.cwd())
+        return Path(os.path.abspath(args.project))
+    return find_project_dir(logical_cwd())
+
+
+def logical_cwd() -> Path:
+    """The working folder as the shell spells it: `$PWD` when it names the same folder
+    as `os.getcwd()` (which has every symlink resolved), else `os.getcwd()`."""
+    physical = Path.cwd()
+    spelled = os.environ.get("PWD", "")
+    try:
+        if os.path.isabs(spelled) and os.path.samefile(spelled, physical):
+            return Path(os.path.normpath(spelled))
+    except OSError:
+        pass
+    return physical
 
 
 def _env_name(args: argparse.Namespace) -> str:
@@ -101,14 +116,14 @@ def cmd_tool(args: argparse.Namespace) -> int:
     """Run one local tool under the active profile and print its MCP result."""
     from gbr_node.approvals import ApprovalLog, default_path
     from gbr_node.approvals.desk import ApprovalDesk
-    from gbr_node.sandbox import Sandbox
+    from gbr_node.config.loader import build_sandbox
     from gbr_node.tools.registry import build_registry
 
     arguments = _json_object(args.arguments, "JSON-ARGS")
     if arguments is None:
         return EXIT_USAGE
     loaded = _load(args)
-    sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
+    sandbox = build_sandbox(loaded)
     with ApprovalLog(default_path(loaded.project_dir)) as approvals:
         # A protected write asked from here waits in the log like any other (EVD-AI-01).
         desk = ApprovalDesk(approvals, lambda: sandbox)

@@ -25,8 +25,8 @@ from gbr_node.approvals import cli as approvals_cli
 from gbr_node.approvals.desk import LOCAL, ApprovalDesk
 from gbr_node.approvals.review import colour_diff
 from gbr_node.approvals.state import Approval
-from gbr_node.config.events import ProfileRejected
-from gbr_node.config.loader import LoadedProfile, render_effective
+from gbr_node.config.events import ProfileRejected, UpdateEnv
+from gbr_node.config.loader import LoadedProfile, build_sandbox, render_effective
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.errors import GbrError, ModelError
 from gbr_node.llm.choice import ModelChoice, choose_model
@@ -37,7 +37,6 @@ from gbr_node.p2p.service import notify_peer
 from gbr_node.repl.render import DIM, RESET, YELLOW
 from gbr_node.rpc.server import Limits
 from gbr_node.rpc.toolhost import Grant, Snapshot
-from gbr_node.sandbox import Sandbox
 from gbr_node.tools.registry import Registry, build_registry
 
 log = logging.getLogger("gbr_node")
@@ -65,6 +64,20 @@ def missing_model_help(choice: ModelChoice | None) -> str:
     )
 
 
+def reload_notice(previous_name: str, update: UpdateEnv) -> str:
+    """The one line that announces a profile put in force: switched or reloaded, what
+    changed, and, when the rules got looser, how, in yellow (issue 12)."""
+    name = update.snapshot.name
+    if name != previous_name:
+        line = f"switched to profile {name}"
+    else:
+        what = ", ".join(update.changed) or "valid again, nothing changed"
+        line = f"profile {name} reloaded: {what}"
+    if update.loosened:
+        line = f"{YELLOW}{line}; LOOSER RULES: {'; '.join(update.loosened)}{RESET}"
+    return line
+
+
 class Node:
     """The rules in force (profile, sandbox, tool registry) and the parts built on them."""
 
@@ -90,7 +103,7 @@ class Node:
     def apply_profile(self, loaded: LoadedProfile) -> None:
         """Put a validated profile in force for every call that starts from now on."""
         self.loaded = loaded
-        self.sandbox = Sandbox(loaded.root, loaded.profile.protected_files)
+        self.sandbox = build_sandbox(loaded)
         self.registry: Registry = build_registry(
             loaded.profile.tools,
             self.sandbox,
@@ -182,12 +195,7 @@ class Node:
                 self._replace_client()
             if self.host is not None:
                 await self.host.drop_untrusted()
-            name = message.snapshot.name
-            if name != previous.name:
-                self.notice(f"switched to profile {name}")
-            else:
-                what = ", ".join(message.changed) or "valid again, nothing changed"
-                self.notice(f"profile {name} reloaded: {what}")
+            self.notice(reload_notice(previous.name, message))
 
     # -- approvals (EVD-AI-01, EVD-DEV-01/02) -------------------------------
 

@@ -63,14 +63,14 @@ def run(args: argparse.Namespace) -> int:
     """Run the parsed `approvals` command; `args.project` / `args.env` pick the
     project and profile as for every command. Raises ProfileError (profile
     broken, for actions that touch files) and ApprovalLogError."""
-    from gbr_node.config.loader import find_project_dir, load_profile
+    from gbr_node.config.loader import build_sandbox, find_project_dir, load_profile
 
     project = pathlib.Path(args.project).resolve() if args.project else None
     project_dir = project or find_project_dir(pathlib.Path.cwd())
 
     def sandbox() -> Sandbox:
         loaded = load_profile(project_dir, args.env or os.environ.get("GBR_ENV") or "default")
-        return Sandbox(loaded.root, loaded.profile.protected_files)
+        return build_sandbox(loaded)
 
     return main(project_dir, sandbox, args)
 

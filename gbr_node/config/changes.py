@@ -36,6 +36,7 @@ hashes the files and drives these functions. Three decisions live here:
 from __future__ import annotations
 
 import enum
+import hashlib
 import os
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -77,6 +78,11 @@ class Fingerprint:
     stamp: FileStamp | None
     digest: bytes | None
     settled: bool
+
+
+def content_digest(data: bytes) -> bytes:
+    """The digest that stands for a file's bytes: BLAKE2b-128."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def needs_hash(previous: Fingerprint | None, stamp: FileStamp | None) -> bool:

@@ -12,11 +12,16 @@ from typing import Any
 
 @dataclass(frozen=True)
 class UpdateEnv:
-    """A new validated profile snapshot is in force (ADR-0012a); `changed` names the keys."""
+    """A new validated profile snapshot is in force (ADR-0012a); `changed` names the keys.
+
+    `loosened` says, in plain words, every way the new rules allow more than
+    the previous ones (`config.loosen`); empty when nothing got looser.
+    """
 
     system_prompt: str
     changed: tuple[str, ...] = ()
     snapshot: Any = field(default=None, compare=False)
+    loosened: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,11 @@ the file, the line where one can be found, and the key; see
 
 Profiles are TOML; JSON (`NAME.json`) is also read when no `NAME.toml`
 exists (DESIGN.md, "profiles are TOML (JSON may also be read)").
+
+A profile file, and its `system_prompt_file`, must resolve inside the project
+folder: one that is, or goes through, a symlink leading out of it is refused
+like a broken file (GBR-FAIL-01), so that a link planted in place of a
+profile cannot swap in rules from elsewhere.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from gbr_node.config.changes import content_digest
 from gbr_node.config.keylines import key_line
 from gbr_node.config.profile import Profile
 from gbr_node.config.render import to_toml
 from gbr_node.config.validate import validate_text
 from gbr_node.errors import ProfileError
+from gbr_node.sandbox import Sandbox
 
 PROFILE_DIR = ".gbr_envs"
 _SUFFIXES = (".toml", ".json")
@@ -33,9 +40,15 @@ class LoadedProfile:
     """A validated profile together with what it resolved to on disk.
 
     `root` is `allowed_root` made absolute against `project_dir` and resolved
-    (symlinks followed); `system_prompt` is the effective prompt (the text of
+    (symlinks followed); `root_aliases` are the other absolute spellings of
+    that folder the profile was reached by (through a symlinked project folder
+    or `allowed_root`), which the sandbox admits too; `project_spelling` is
+    the project folder as given (absolute, symlinks kept), what a reload
+    starts from again. `system_prompt` is the effective prompt (the text of
     `system_prompt_file` when that is set); `source_files` are the profile file
-    and every file it points to, which the hot-reload watcher polls (ADR-0012a).
+    and every file it points to, which the hot-reload watcher polls
+    (ADR-0012a), and `source_digests` the digests (`changes.content_digest`)
+    of the bytes that were read from each.
     """
 
     name: str
@@ -45,19 +58,48 @@ class LoadedProfile:
     profile: Profile
     system_prompt: str
     source_files: tuple[pathlib.Path, ...]
+    source_digests: tuple[bytes, ...]
+    root_aliases: tuple[pathlib.Path, ...]
+    project_spelling: pathlib.Path
+
+
+def build_sandbox(loaded: LoadedProfile) -> Sandbox:
+    """The sandbox a loaded profile puts in force: its root (admitting the
+    spellings in `root_aliases`), its protected files and its hard-link rule
+    (`[tools] allow_hardlinks`). Raises as `Sandbox`."""
+    return Sandbox(
+        loaded.root,
+        loaded.profile.protected_files,
+        aliases=[str(alias) for alias in loaded.root_aliases],
+        allow_hardlinks=loaded.profile.tools.allow_hardlinks,
+    )
 
 
 def find_project_dir(start: pathlib.Path) -> pathlib.Path:
     """Nearest folder, `start` itself or an ancestor, that holds a `.gbr_envs/` folder.
 
-    Returns `start` (made absolute and resolved) when no folder up to the
-    filesystem root holds one. Never raises for a missing `.gbr_envs/`.
+    The search climbs the real (resolved) folders. The answer keeps the
+    spelling of `start` (absolute, symlinks not resolved) when the same number
+    of levels up that spelling names the same folder, so a project reached
+    through a symlink keeps that name (paths spelled with it stay inside the
+    root); otherwise it is the resolved folder. Returns `start` itself when
+    no folder up to the filesystem root holds one. Never raises for a missing
+    `.gbr_envs/`.
     """
-    start = start.resolve()
-    for folder in (start, *start.parents):
+    spelled = pathlib.Path(os.path.abspath(start))
+    real = spelled.resolve()
+    for depth, folder in enumerate((real, *real.parents)):
         if (folder / PROFILE_DIR).is_dir():
-            return folder
-    return start
+            return _same_spelling(spelled, depth, folder)
+    return spelled
+
+
+def _same_spelling(spelled: pathlib.Path, depth: int, real: pathlib.Path) -> pathlib.Path:
+    """`spelled` climbed `depth` levels, if that names `real`; else `real`."""
+    candidate = spelled
+    for _ in range(depth):
+        candidate = candidate.parent
+    return candidate if os.path.realpath(candidate) == str(real) else real
 
 
 def profile_path(project_dir: pathlib.Path, name: str) -> pathlib.Path:
@@ -98,6 +140,7 @@ def load_profile(project_dir: pathlib.Path, name: str = "default") -> LoadedProf
     message lists the available profiles), unreadable or not UTF-8, or when
     `parse_profile` rejects it.
     """
+    spelling = pathlib.Path(os.path.abspath(project_dir))
     project_dir = project_dir.resolve()
     path = profile_path(project_dir, name)
     if not path.exists():
@@ -110,9 +153,10 @@ def load_profile(project_dir: pathlib.Path, name: str = "default") -> LoadedProf
         raise ProfileError(
             f"profile {name!r} not found: {path} does not exist; {hint}", file=str(path)
         )
+    _refuse_outside(path, project_dir, file=str(path), key=None, line=None)
     text = _read_text(path, file=str(path), key=None, line=None)
     fmt = "json" if path.suffix == ".json" else "toml"
-    return parse_profile(text, file=str(path), project_dir=project_dir, name=name, fmt=fmt)
+    return parse_profile(text, file=str(path), project_dir=spelling, name=name, fmt=fmt)
 
 
 def parse_profile(
@@ -123,12 +167,15 @@ def parse_profile(
     `file` names the profile in errors and in `source_files`. Reads
     `system_prompt_file` (UTF-8, relative to `project_dir`) when set, and
     checks that `allowed_root` (relative to `project_dir`; `~` expanded)
-    exists and is a directory.
+    exists and is a directory. `project_dir` may be spelled through a symlink:
+    the spellings of the root it gives are kept as `root_aliases`.
 
     Raises ProfileError for syntax errors, invalid or unknown keys, both
-    system_prompt and system_prompt_file set, an unreadable prompt file, or
-    a root that is missing or not a directory.
+    system_prompt and system_prompt_file set, an unreadable prompt file or
+    one that resolves outside the project folder, or a root that is missing
+    or not a directory.
     """
+    spelling = pathlib.Path(os.path.abspath(project_dir))
     project_dir = project_dir.resolve()
     profile = validate_text(text, file=file, fmt=fmt)
     root_given = pathlib.Path(os.path.expanduser(profile.allowed_root))
@@ -142,12 +189,19 @@ def parse_profile(
             key="allowed_root",
         )
     sources = [pathlib.Path(file)]
+    digests = [content_digest(text.encode("utf-8"))]
     system_prompt = profile.system_prompt
     if profile.system_prompt_file is not None:
         prompt_path = project_dir / os.path.expanduser(profile.system_prompt_file)
+        where = {"file": file, "key": "system_prompt_file"}
         line = key_line(text, ("system_prompt_file",), fmt)
-        system_prompt = _read_text(prompt_path, file=file, key="system_prompt_file", line=line)
+        _refuse_outside(prompt_path, project_dir, line=line, **where)
+        system_prompt = _read_text(prompt_path, line=line, **where)
         sources.append(prompt_path)
+        digests.append(content_digest(system_prompt.encode("utf-8")))
+    spellings = {pathlib.Path(os.path.abspath(at / root_given)) for at in (spelling, project_dir)}
+    if root.is_relative_to(project_dir):
+        spellings.add(spelling / root.relative_to(project_dir))
     return LoadedProfile(
         name=name,
         file=pathlib.Path(file),
@@ -156,6 +210,9 @@ def parse_profile(
         profile=profile,
         system_prompt=system_prompt,
         source_files=tuple(sources),
+        source_digests=tuple(digests),
+        root_aliases=tuple(sorted(a for a in spellings if a != root and a.resolve() == root)),
+        project_spelling=spelling,
     )
 
 
@@ -195,6 +252,21 @@ def default_template() -> str:
     """Text of the commented default profile that `gbr-node init` writes
     (package data `gbr_node/data/default.toml`, identical to `.gbr_envs/default.toml`)."""
     return resources.files("gbr_node").joinpath("data/default.toml").read_text(encoding="utf-8")
+
+
+def _refuse_outside(
+    path: pathlib.Path, project_dir: pathlib.Path, *, file: str, key: str | None, line: int | None
+) -> None:
+    """ProfileError unless `path`, symlinks followed, lies inside `project_dir` (resolved)."""
+    real = pathlib.Path(os.path.realpath(path))
+    if not real.is_relative_to(project_dir):
+        raise ProfileError(
+            f"{path} resolves to {real}, outside the project folder {project_dir}; profile "
+            "files must stay inside it (a symlink leading out is refused)",
+            file=file,
+            line=line,
+            key=key,
+        )
 
 
 def _read_text(path: pathlib.Path, *, file: str, key: str | None, line: int | None) -> str:

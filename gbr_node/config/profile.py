@@ -87,10 +87,16 @@ class RunCommandConfig(_Frozen):
 
 
 class ToolsConfig(_Frozen):
-    """`[tools]`: which local tools exist and their limits."""
+    """`[tools]`: which local tools exist and their limits.
+
+    `allow_hardlinks = true` lets the tools read a regular file that has more
+    than one hard link; by default such a file is refused, since its other
+    name may be a file outside the root (issue 12, "Paths").
+    """
 
     enabled: tuple[str, ...] | Literal["*"] = "*"
     read_max_bytes: Annotated[int, Field(gt=0, le=256 * 1024 * 1024)] = 1024 * 1024
+    allow_hardlinks: bool = False
     run_command: RunCommandConfig = RunCommandConfig()
 
     @field_validator("enabled")

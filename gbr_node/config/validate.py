@@ -97,10 +97,19 @@ def validate_text(text: str, *, file: str, fmt: str = "toml") -> Profile:
     """Decode and validate one profile document; `file` is used in errors only.
 
     Raises ProfileError (see the module docstring for its shape) on syntax
-    errors, invalid or unknown keys, and when both `system_prompt` and
-    `system_prompt_file` are set.
+    errors, invalid or unknown keys, when both `system_prompt` and
+    `system_prompt_file` are set, and for a document with no settings at all
+    (empty, blank or comments only): a truncated save must never put the
+    built-in defaults in force (GBR-FAIL-01).
     """
     data = decode(text, file=file, fmt=fmt)
+    if not data:
+        raise ProfileError(
+            "the profile holds no settings (the file is empty, blank or only comments); "
+            "an empty profile is refused so that a truncated save never puts the built-in "
+            "defaults in force",
+            file=file,
+        )
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:

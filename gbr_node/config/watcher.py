@@ -10,19 +10,26 @@ functions of `config.changes`; this module does the I/O around them.
 On a change it reloads the profile in a worker thread and sends on its
 channel, to the node:
 
-- `UpdateEnv(system_prompt, changed, snapshot=new LoadedProfile)` when the
-  new profile is valid and differs in effect (`changed` names the top-level
-  keys). A save that leaves the effective profile as it was (`touch`, an
-  edited comment) sends nothing.
+- `UpdateEnv(system_prompt, changed, snapshot=new LoadedProfile, loosened)`
+  when the new profile is valid and differs in effect (`changed` names the
+  top-level keys, `loosened` every way the new rules allow more). A save
+  that leaves the effective profile as it was (`touch`, an edited comment)
+  sends nothing.
 - `ProfileRejected(file, line, key, message)` when it is broken (syntax,
   unknown key, wrong type, missing root or prompt file) or the profile file
   was deleted. A failure waits one more poll before it is reported (a file
   caught half-written is usually whole by then) and each distinct failure
   is reported once. The previous profile stays in force; nothing crashes.
 
-A changed file is loaded only once its metadata has held still for `QUIET_S`
-(30 ms): an in-place save caught between truncate and write can be valid yet
-wrong (an empty file is the all-defaults profile), not only broken.
+A new profile takes effect only once it has held still (issue 12, GBR-FAIL-01):
+its files are read by the load, and read again `HOLD_S` (500 ms) later, and
+it is applied only when both reads are equal and no file's metadata moved in
+between. An in-place save caught between the writer's two writes can parse
+as a valid profile with keys missing; held for 500 ms, it is seen whole at a
+later poll instead. A load that changes nothing in effect needs no hold, and
+a broken one changes nothing anyway (an empty file is a broken profile, see
+`config.validate`). The `UpdateEnv` says when the new rules are looser
+(`config.loosen`), so that the announcement can say so.
 
 Every file is observed *before* the load that its fingerprint vouches for,
 so a save racing a reload is seen at the next poll. A file the last
@@ -33,11 +40,10 @@ nothing when the profile is the same.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pathlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -49,12 +55,14 @@ from gbr_node.config.changes import (
     ReloadGate,
     Verdict,
     compare,
+    content_digest,
     fingerprint,
     needs_hash,
     profile_changes,
 )
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, load_profile
+from gbr_node.config.loosen import loosenings
 from gbr_node.errors import ProfileError
 
 
@@ -69,10 +77,11 @@ class WatcherStatistics:
 
 Outcome = UpdateEnv | ProfileRejected | None
 
-QUIET_S = 0.03
-"""Seconds a changed file must hold still before it is loaded: an in-place save
-truncates, then writes, and a file caught in between may still parse (an empty
-profile is a valid one, all defaults) yet be none of what the person saved."""
+HOLD_S = 0.5
+"""Seconds a new profile's files must hold still, read equal at both ends, before
+it takes effect: editors' two-step saves (truncate, write; write, rename) are
+over well within it, and a file caught between two writes may parse yet be
+none of what the person saved."""
 
 
 class ProfileWatcher:
@@ -155,12 +164,17 @@ class ProfileWatcher:
         invalid, missing or broken, and the active profile stays as it was."""
         async with self._lock:
             outcome = await self._load(name)
+            if isinstance(outcome, LoadedProfile) and not await self._held_still(outcome):
+                outcome = ProfileError(
+                    "the profile changed while it was read (a save in progress?); "
+                    "nothing was switched, try again",
+                    file=str(outcome.file),
+                )
             if isinstance(outcome, ProfileError):
                 return await self._apply(
                     _rejection(outcome), self._active, self._fingerprints, self._gate
                 )
-            changed = profile_changes(self._active, outcome)
-            update = UpdateEnv(outcome.system_prompt, changed=changed, snapshot=outcome)
+            update = self._update(outcome, profile_changes(self._active, outcome))
             return await self._apply(update, outcome, {}, ReloadGate())
 
     async def _check(self, *, force: bool) -> Outcome:
@@ -170,18 +184,15 @@ class ProfileWatcher:
         if verdict is Verdict.UNCHANGED and not force and not self._gate.retrying:
             self._fingerprints = observed
             return None
-        if verdict is not Verdict.UNCHANGED and not await self._holds_still(observed):
-            return None  # still being written: the next poll sees the change again
         outcome = await self._load(self._active.name)
         if isinstance(outcome, LoadedProfile):
             changed = profile_changes(self._active, outcome)
             # after a reported breakage, a fixed file is news even with nothing changed
-            fixed = self._gate.reported is not None
-            update = (
-                UpdateEnv(outcome.system_prompt, changed, snapshot=outcome)
-                if changed or fixed
-                else None
-            )
+            if not changed and self._gate.reported is None:
+                return await self._apply(None, outcome, observed, ReloadGate())
+            if not await self._held_still(outcome):
+                return None  # still being written: the next poll reads it again
+            update = self._update(outcome, changed)
             return await self._apply(update, outcome, observed, ReloadGate())
         rejection = _rejection(outcome)
         profile_file = self._active.file
@@ -217,10 +228,20 @@ class ProfileWatcher:
                 raise
         return message
 
-    async def _holds_still(self, observed: Mapping[pathlib.Path, Fingerprint]) -> bool:
-        """True when no watched file's metadata moves during QUIET_S seconds."""
-        await trio.sleep(QUIET_S)
-        return all(_stamp(path) == fp.stamp for path, fp in observed.items())
+    def _update(self, loaded: LoadedProfile, changed: tuple[str, ...]) -> UpdateEnv:
+        loosened = loosenings(self._active, loaded)
+        return UpdateEnv(loaded.system_prompt, changed, snapshot=loaded, loosened=loosened)
+
+    async def _held_still(self, loaded: LoadedProfile) -> bool:
+        """True when the files `loaded` was read from keep their metadata for HOLD_S
+        seconds and then still hold the bytes the load read (a second read)."""
+        files = loaded.source_files
+        stamps = [_stamp(path) for path in files]
+        await trio.sleep(HOLD_S)
+        digests = await trio.to_thread.run_sync(_digests, files)
+        self._hashes += len(files)
+        still = [_stamp(path) for path in files] == stamps
+        return still and tuple(digests[path] for path in files) == loaded.source_digests
 
     async def _observe(self, paths: Sequence[pathlib.Path]) -> dict[pathlib.Path, Fingerprint]:
         """Fingerprints of `paths`: stat each on the event loop (one syscall per
@@ -241,7 +262,7 @@ class ProfileWatcher:
 
     async def _load(self, name: str) -> LoadedProfile | ProfileError:
         self._loads += 1
-        project_dir = self._active.project_dir
+        project_dir = self._active.project_spelling  # keeps the root's symlinked spellings
         try:
             return await trio.to_thread.run_sync(load_profile, project_dir, name)
         except ProfileError as exc:
@@ -266,6 +287,6 @@ def _digests(paths: Sequence[pathlib.Path]) -> dict[pathlib.Path, bytes | None]:
 def _digest(path: pathlib.Path) -> bytes | None:
     """BLAKE2b-128 of the file's bytes, or None when it cannot be read."""
     try:
-        return hashlib.blake2b(path.read_bytes(), digest_size=16).digest()
+        return content_digest(path.read_bytes())
     except OSError:
         return None

@@ -2,10 +2,14 @@
 
 `Sandbox.resolve` runs the pure lexical policy first (`paths.PathPolicy`,
 UNW-DEV-01), then resolves symlinks with `os.path.realpath` and requires the
-result to lie inside the root. `write_atomic` writes through a temporary file
-and a rename, walking from the root with `O_NOFOLLOW` directory handles, so a
-symlink planted after the check is refused rather than followed, and a hard
-link to an outside file is replaced, never written through.
+result to lie inside the root. The root may be spelled through symlinks (the
+spelling it was given, and `aliases`): absolute paths in any of them are
+inside. `write_atomic` writes through a temporary file and a rename, walking
+from the root with `O_NOFOLLOW` directory handles, so a symlink planted after
+the check is refused rather than followed, and a hard link to an outside file
+is replaced, never written through. `open_read` refuses a regular file with
+more than one hard link unless `allow_hardlinks` (its other name may lie
+outside the root, where no path check can see it).
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ logger = logging.getLogger("gbr_node.sandbox")
 
 OUTSIDE_THROUGH_LINK = "resolves outside the allowed root through a symlink"
 LINK_APPEARED = "a symlink appeared in the path after it was checked"
+HARD_LINKED = (
+    "a file with more than one hard link is not read (another of its names may lie "
+    "outside the allowed root); `[tools] allow_hardlinks = true` in the profile allows it"
+)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -58,12 +66,15 @@ class Sandbox:
     """Checked paths and safe writes inside `root` (UBQ-AI-01, UBQ-DEV-01, UNW-DEV-01).
 
     `root` must be an existing directory; it is stored resolved, and absolute
-    paths may name it in either spelling (macOS `/tmp` is `/private/tmp`). `protected`
-    are the profile's globs (see `protected.py`). `flavour` defaults to the
-    detected OS flavour with the case rule of a real probe of the root's
-    filesystem; an injected flavour is kept as given (the probe is only
-    logged). Raises SecurityViolation if `root` is not an existing
-    directory, ValueError for a bad protected pattern.
+    paths may name it in either spelling (macOS `/tmp` is `/private/tmp`), or
+    in any of `aliases` (absolute spellings through symlinks, such as a
+    symlinked project folder; one that does not resolve to the root is
+    ignored). `protected` are the profile's globs (see `protected.py`).
+    `allow_hardlinks` lets `open_read` open files with several hard links.
+    `flavour` defaults to the detected OS flavour with the case rule of a real
+    probe of the root's filesystem; an injected flavour is kept as given (the
+    probe is only logged). Raises SecurityViolation if `root` is not an
+    existing directory, ValueError for a bad protected pattern.
     """
 
     def __init__(
@@ -71,6 +82,8 @@ class Sandbox:
         root: str | os.PathLike[str],
         protected: Iterable[str] = (),
         *,
+        aliases: Iterable[str] = (),
+        allow_hardlinks: bool = False,
         flavour: Flavour | None = None,
     ) -> None:
         real = os.path.realpath(os.fspath(root))
@@ -84,8 +97,13 @@ class Sandbox:
         if flavour is None and self.case_sensitive_fs != self.flavour.case_sensitive:
             self.flavour = self.flavour.with_case_sensitive(self.case_sensitive_fs)
         self._policy = PathPolicy(real, self.flavour)
-        given = os.path.abspath(os.fspath(root))
-        self._alias = PathPolicy(given, self.flavour) if given != real else None
+        spellings = dict.fromkeys(os.path.abspath(a) for a in (os.fspath(root), *aliases))
+        self._aliases = [
+            PathPolicy(spelling, self.flavour)
+            for spelling in spellings
+            if spelling != real and os.path.realpath(spelling) == real
+        ]
+        self.allow_hardlinks = allow_hardlinks
         self._matcher = ProtectedMatcher(protected, self.flavour)
 
     def resolve(self, path: str) -> Resolved:
@@ -99,9 +117,9 @@ class Sandbox:
         try:
             names = self._policy.relative_parts(path)
         except SecurityViolation as exc:
-            if self._alias is None or exc.reason != OUTSIDE_ROOT:
+            if exc.reason != OUTSIDE_ROOT:
                 raise
-            names = self._alias.relative_parts(path)
+            names = self._through_alias(path, exc)
         lexical = "/".join(names) if names else "."
         real = os.path.realpath(self._prefix + os.sep.join(names) if names else self._root)
         if real == self._root:
@@ -115,6 +133,22 @@ class Sandbox:
         matches = self._matcher.matches
         protected = matches(lexical) or (relative != lexical and matches(relative))
         return Resolved(pathlib.Path(real), relative, protected)
+
+    def _through_alias(self, path: str, outside: SecurityViolation) -> tuple[str, ...]:
+        """The names of absolute `path` below the first alias of the root that admits it."""
+        for alias in self._aliases:
+            try:
+                return alias.relative_parts(path)
+            except SecurityViolation as exc:
+                if exc.reason != OUTSIDE_ROOT:
+                    raise
+        raise outside
+
+    def refuse_hard_link(self, info: os.stat_result, subject: str) -> None:
+        """SecurityViolation(HARD_LINKED, subject) when `info` (an `os.stat` result)
+        is a regular file with more than one hard link and `allow_hardlinks` is off."""
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1 and not self.allow_hardlinks:
+            raise SecurityViolation(HARD_LINKED, subject)
 
     def protected_under(self, folder: pathlib.Path) -> list[str]:
         """Sorted root-relative paths of protected entries at or below `folder`.
@@ -177,14 +211,25 @@ class Sandbox:
         after `resolve` (which has already followed the ones that stay inside)
         raises SecurityViolation instead of being followed. O_NONBLOCK: a FIFO
         or device never makes `open` wait (callers check for a regular file).
-        Without directory handles (Windows) the path is opened as is.
+        Without directory handles (Windows) the path is opened as is. A
+        regular file with more than one hard link is refused unless
+        `allow_hardlinks` (checked on the opened file: no swap in between).
 
         Raises:
-            SecurityViolation: a symlink appeared in the path.
+            SecurityViolation: a symlink appeared in the path; a hard-linked file.
             OSError: as `os.open` (FileNotFoundError for a missing file).
         """
-        flags = os.O_RDONLY | _NOFOLLOW | _BINARY | _NONBLOCK | _CLOEXEC
         relative = self._relative_of(os.fspath(path))
+        fd = self._open_nofollow(path, relative)
+        try:
+            self.refuse_hard_link(os.fstat(fd), relative)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_nofollow(self, path: pathlib.Path, relative: str) -> int:
+        flags = os.O_RDONLY | _NOFOLLOW | _BINARY | _NONBLOCK | _CLOEXEC
         if relative == "." or not HAVE_DIR_FD:
             return os.open(path, flags)
         names = relative.split("/")

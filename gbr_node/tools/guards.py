@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -148,7 +149,9 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
                     # The program gets the text as is, and the kernel follows a symlink
                     # before the `..` after it ("link/../x" climbs out of where the link
                     # points), which the lexical check above does not: resolve physically.
-                    sandbox.resolve(os.path.realpath(os.path.join(sandbox.root, joined)))
+                    where = sandbox.resolve(os.path.realpath(os.path.join(sandbox.root, joined)))
+                    with contextlib.suppress(OSError):
+                        sandbox.refuse_hard_link(os.stat(where.path), arg)
                 except SecurityViolation as exc:
                     raise SecurityViolation(f"argument refused: {exc.reason}", arg) from exc
 

@@ -23,7 +23,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from gbr_node.config.profile import ToolsConfig
-from gbr_node.errors import ToolError
+from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools.base import Params, Tool, ToolResult
 from gbr_node.tools.files import load_text
@@ -95,7 +95,7 @@ class TextSearch:
         for full, rel in _files(where.path, where.relative, params.glob):
             try:
                 text = load_text(self._sandbox, full, rel, self._cap)
-            except ToolError:  # binary (NotText), over the cap, unreadable
+            except (ToolError, SecurityViolation):  # binary, over the cap, unreadable, hard-linked
                 skipped += 1
                 continue
             scanned += 1
@@ -115,7 +115,7 @@ class TextSearch:
                 break
         summary = f"{len(hits)} matching lines in {scanned} files searched"
         if skipped:
-            summary += f" ({skipped} binary, unreadable or over-size files skipped)"
+            summary += f" ({skipped} binary, unreadable, hard-linked or over-size files skipped)"
         if timed_out:
             summary = (
                 f"search stopped after {SEARCH_TIME_LIMIT_S:g} s in {rel} with "

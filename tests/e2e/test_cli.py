@@ -142,3 +142,23 @@ def test_arguments_come_from_a_file_or_stdin_when_too_big_for_a_command_line(tmp
     assert read.returncode == 0 and "big.txt: lines 1-1 of 1" in read.stdout, read.stderr
     missing = gbr(project, "tool", "read_file", f"@{tmp_path / 'nope.json'}")
     assert missing.returncode == 2 and "cannot read JSON-ARGS from" in missing.stderr
+
+
+@pytest.mark.parametrize("tool", ["read_file", "run_command"])
+def test_a_node_started_from_a_symlinked_folder_takes_paths_spelled_with_it(fresh, tool):
+    (fresh / "hello.txt").write_text("hi there\n")
+    link = fresh.parent / "proj-link"
+    link.symlink_to(fresh)
+    path = str(link / "hello.txt")
+    arguments = {"read_file": {"path": path}, "run_command": {"argv": ["ls", path]}}[tool]
+    env = {**node_env(fresh.parent / "home"), "PWD": str(link)}  # as a shell in link/ sets it
+    out = subprocess.run(
+        [sys.executable, "-m", "gbr_node", "tool", tool, json.dumps(arguments)],
+        cwd=link,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "hello.txt" in out.stdout or "hi there" in out.stdout

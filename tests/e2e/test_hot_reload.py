@@ -124,7 +124,33 @@ def test_unprotecting_a_file_live_lets_the_next_write_through(project, model_ser
     assert target.read_text() == "v0"
     term.mark()
     rewrite(profile, 'protected_files = ["notes.txt"]', "protected_files = []", atomic=False)
-    term.expect_new("profile default reloaded: protected_files")
+    term.expect_new(
+        'profile default reloaded: protected_files; LOOSER RULES: "notes.txt" no longer protected'
+    )
     term.sendline("write v2")
     term.expect_new("wrote v2")
     assert target.read_text() == "v2"
+
+
+def test_a_profile_truncated_to_nothing_keeps_a_peers_protected_write_waiting_for_approval(
+    tmp_path,
+):
+    home = tmp_path / "home"
+    caller = Identity(tmp_path / "caller.key")
+    root = tmp_path / "server"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\n")
+    trust = f'[peers.caller]\npeer_id = "{caller.peer_id}"\ntools = "*"\n'
+    profile = write_profile(root, "http://127.0.0.1:9/v1", extra=FAST + trust)
+    server = ServeProcess(root, home, Identity(tmp_path / "server.key"))
+    try:
+        with open(profile, "r+", encoding="utf-8") as f:
+            f.truncate(0)  # an in-place save caught after its first step, or a wiped file
+        assert "holds no settings" in server.wait_line("profile not reloaded")
+        write = ("write_file", '{"path": "pyproject.toml", "content": "[project]\\nevil\\n"}')
+        done = gbr_call(tmp_path, home, caller, server.addr, *write)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("pending approval #1: write_file on pyproject.toml")
+        assert (root / "pyproject.toml").read_text() == "[project]\n"
+    finally:
+        server.kill()

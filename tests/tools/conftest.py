@@ -55,8 +55,8 @@ def make_registry(root: Path) -> MakeRegistry:
         on_approval=None,
         **tools: object,
     ) -> Registry:
-        sandbox = Sandbox(root, protected)
         config = ToolsConfig.model_validate(tools)
+        sandbox = Sandbox(root, protected, allow_hardlinks=config.allow_hardlinks)
         return build_registry(config, sandbox, search_path=search_path, on_approval=on_approval)
 
     return make

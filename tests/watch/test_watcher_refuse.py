@@ -134,15 +134,28 @@ async def test_half_written_file_gets_one_more_poll_and_no_warning_when_whole_by
     assert_nothing_sent(receive)
 
 
-async def test_a_valid_but_truncated_save_is_not_applied_while_the_write_goes_on(
+# In-place saves caught between the writer's two writes (issue 12): each part
+# parses as a valid profile or as an empty one, with protected files missing.
+TORN = [
+    ("zero_bytes", ""),
+    ("header_comments_only", "# gbr-node environment profile\n# protected files below\n"),
+    ("first_key_only", 'system_prompt = "whole"\n'),
+    ("all_but_the_last_line", 'system_prompt = "whole"\nallowed_root = "."\n'),
+]
+
+
+@pytest.mark.parametrize("part", [c[1] for c in TORN], ids=[c[0] for c in TORN])
+async def test_a_save_caught_between_its_two_writes_never_takes_effect(
     watcher: ProfileWatcher,
     profile_file: pathlib.Path,
     receive: trio.MemoryReceiveChannel,
     nursery: trio.Nursery,
+    part: str,
 ) -> None:
     await watcher.poll_once()
-    save_in_place(profile_file, "")  # truncated: an empty profile is valid (all defaults)
-    polls = watcher.statistics().polls
+    whole = PROFILE.replace('"alpha"', '"whole"')
+    save_in_place(profile_file, part)
+    loads = watcher.statistics().loads
     outcome: list[object] = []
 
     async def poll() -> None:
@@ -150,18 +163,45 @@ async def test_a_valid_but_truncated_save_is_not_applied_while_the_write_goes_on
 
     nursery.start_soon(poll)
     with trio.fail_after(WAIT_S):
-        while watcher.statistics().polls == polls:  # it has stat'ed the empty file
+        while watcher.statistics().loads == loads:  # it is reading the first part
             await trio.sleep(0)
-    save_in_place(profile_file, PROFILE.replace('"alpha"', '"whole"'))
+    await trio.sleep(0.3)  # the second write comes, well within the 500 ms hold
+    save_in_place(profile_file, whole)
     with trio.fail_after(WAIT_S):
         while not outcome:
             await trio.sleep(0.001)
+    await watcher.poll_once()
+    await watcher.poll_once()
 
-    assert outcome == [None]
-    assert watcher.active.system_prompt == "alpha"
-    assert (await watcher.poll_once()).system_prompt == "whole"
-    assert (await next_update(receive)).changed == ("system_prompt",)
-    assert_nothing_sent(receive)
+    sent = []
+    while True:
+        try:
+            sent.append(receive.receive_nowait())
+        except trio.WouldBlock:
+            break
+    assert [m.snapshot.profile.protected_files for m in sent] == [("a.lock",)]
+    assert sent[0].system_prompt == "whole"
+    assert watcher.active.profile.protected_files == ("a.lock",)
+
+
+async def test_a_profile_replaced_by_a_symlink_out_of_the_project_is_refused(
+    running: ProfileWatcher,
+    project: pathlib.Path,
+    profile_file: pathlib.Path,
+    receive: trio.MemoryReceiveChannel,
+    tmp_path: pathlib.Path,
+) -> None:
+    outside = tmp_path / "elsewhere.toml"
+    outside.write_text('system_prompt = "from elsewhere"\n', encoding="utf-8")
+    link = profile_file.with_name("link.tmp")
+    link.symlink_to(outside)
+    link.replace(profile_file)
+
+    rejection = await next_rejection(receive)
+
+    assert "outside the project folder" in rejection.message
+    assert running.active.profile.protected_files == ("a.lock",)
+    assert running.active.system_prompt == "alpha"
 
 
 async def test_broken_file_is_reported_at_the_second_poll_and_never_again(
