@@ -6,16 +6,23 @@ The rules (issue 2, "Local tools"; DESIGN.md, "Security model"):
   absolute executable fixed when the registry was built: looked up on PATH once,
   skipping relative PATH entries and folders inside the root, so neither a file
   planted in the root nor a later change of PATH can stand in for it.
-- A rule's `subcommands` restrict argv[1]; its `deny_args` refuse arguments
-  exactly or by prefix. On top of that, built-in refusals for well-known
-  code-injection flags apply whatever the profile says (`BUILTIN_DENY` below).
-  They are a floor, not a guarantee: allowing an interpreter, a shell, a build
-  tool or a launcher (make, npm, env, xargs, ...) allows arbitrary code inside
+- A rule's `subcommands` restrict the subcommand (argv[1]; for git, the first
+  argument after git's global options: `git -C sub status` runs `status`);
+  its `deny_args` refuse arguments exactly, by prefix, and, for long options,
+  by abbreviation (`--outp` for `--output`). On top of that, built-in
+  refusals of flags that run programs or follow symlinks out of the root
+  apply whatever the profile says (`tools.flags`), and git runs with its
+  program-running settings switched off (`tools.git`). Checks of flags stop
+  at `--` (what follows is operands), except for find. They are a floor, not
+  a guarantee: allowing an interpreter, a shell, a build tool or a launcher
+  (python, pytest, make, npm, env, xargs, ...) allows arbitrary code inside
   the root, and such a program can also write protected files.
 - Arguments that are absolute paths, `..` paths, `file://` URLs or the value of
   `--opt=VALUE`, and arguments naming an existing entry, are checked through the
   sandbox: anything outside the root raises `SecurityViolation` (UBQ-DEV-01,
-  UNW-DEV-01). This is best effort: a program may still find paths by itself.
+  UNW-DEV-01), and so does a hard-linked file unless the profile allows them.
+  For git they are also checked from the folders its `-C` options name. This
+  is best effort: a program may still find paths by itself.
 - cwd is inside the root; the time limit and the output cap come from the
   profile; the environment is scrubbed of secrets and code-injection variables.
 """
@@ -38,7 +45,15 @@ from gbr_node.config.profile import CommandRule, RunCommandConfig
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools.base import Params, Tool, ToolResult
-from gbr_node.tools.guards import refused_argument, resolve_path_args, scrubbed_environment
+from gbr_node.tools.flags import (
+    GitParts,
+    abbreviates,
+    git_parts,
+    option_arguments,
+    refused_argument,
+)
+from gbr_node.tools.git import GitGuard
+from gbr_node.tools.guards import resolve_path_args, scrubbed_environment
 from gbr_node.tools.process import run_bounded
 
 log = logging.getLogger(__name__)
@@ -110,6 +125,36 @@ def resolve_allow_list(
     return allowed
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A checked command: the argv to execute, its working folder, its environment."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+
+
+def denied_by_rule(arg: str, deny: str) -> bool:
+    """True when a rule's `deny_args` entry `deny` refuses `arg`: equal, `arg` starts
+    with it, or `arg` abbreviates a long option `deny` (`--outp` for `--output`)."""
+    if arg == deny or arg.startswith(deny):
+        return True
+    return deny.startswith("--") and arg.startswith("--") and abbreviates(arg.split("=")[0], deny)
+
+
+def _git_folders(sandbox: Sandbox, cwd_relative: str, parts: GitParts) -> list[str]:
+    """The root-relative folders git's `-C` options move to, each from the one before."""
+    folders, here = [], cwd_relative
+    values = iter(parts.globals)
+    for arg in values:
+        if arg == "-C":
+            step = next(values, "")
+            if step:
+                here = sandbox.resolve(os.path.join(here, step)).relative
+                folders.append(here)
+    return folders
+
+
 class RunCommandParams(Params):
     """Arguments of run_command."""
 
@@ -134,14 +179,17 @@ class CommandRunner:
         self.allowed = resolve_allow_list(config, sandbox.root, trusted)
         self._env = scrubbed_environment(os.environ)
         self._env["PATH"] = trusted
+        self._git: dict[str, GitGuard] = {}
 
-    def check(self, argv: list[str], cwd: str) -> tuple[list[str], Path]:
-        """The argv to execute (argv[0] replaced by the fixed executable) and the cwd.
+    def check(self, argv: list[str], cwd: str) -> Prepared:
+        """The command to execute: argv[0] replaced by the fixed executable (and, for
+        git, the settings that close its side doors added), the cwd, the environment.
 
         Raises:
             SecurityViolation: program not allowed, subcommand not allowed,
                 argument refused by the rule or the built-in list, a path
-                argument outside the root, or cwd outside the root.
+                argument outside the root or hard-linked, cwd outside the root,
+                or a git repository that `tools.git` refuses.
             ToolError: cwd is not a folder, or an argument holds a NUL byte.
         """
         if any("\x00" in arg for arg in argv):
@@ -151,31 +199,42 @@ class CommandRunner:
             names = ", ".join(self.allowed) or "none"
             raise SecurityViolation(f"program not on the allow-list (allowed: {names})", argv[0])
         args = argv[1:]
-        if program.subcommands is not None and (not args or args[0] not in program.subcommands):
+        parts = git_parts(args) if "git" in program.kinds else None
+        subcommand = parts.subcommand if parts else (args[0] if args else None)
+        if program.subcommands is not None and subcommand not in program.subcommands:
             allowed = ", ".join(program.subcommands)
             raise SecurityViolation(
-                f"{program.name} may only run the subcommands {allowed}",
-                args[0] if args else "",
+                f"{program.name} may only run the subcommands {allowed}", subcommand or ""
             )
-        for arg in args:
-            if any(arg == deny or arg.startswith(deny) for deny in program.deny_args):
+        for arg in option_arguments(program.kinds, args):
+            if any(denied_by_rule(arg, deny) for deny in program.deny_args):
                 raise SecurityViolation(f"argument refused by the {program.name} rule", arg)
         refused = refused_argument(program.kinds, args)
         if refused is not None:
-            raise SecurityViolation(f"argument can run arbitrary code with {program.name}", refused)
+            reason = f"refused for {program.name}: it {refused.reason}"
+            raise SecurityViolation(reason, refused.argument)
         where = self._sandbox.resolve(cwd)
         if not where.path.is_dir():
             raise ToolError(f"run_command: cwd {cwd!r} is not a folder")
         resolve_path_args(self._sandbox, where.relative, args)
-        return [program.executable, *args], where.path
+        if parts is None:
+            return Prepared([program.executable, *args], where.path, self._env)
+        for folder in _git_folders(self._sandbox, where.relative, parts):
+            resolve_path_args(self._sandbox, folder, parts.rest)
+        guard = self._git.setdefault(
+            program.executable, GitGuard(program.executable, self._sandbox.root, self._env)
+        )
+        return Prepared(guard.prepare(parts, where.path), where.path, guard.env)
 
     def run(self, params: RunCommandParams) -> ToolResult:
         """The `run_command` handler: exit code, stdout, stderr; non-zero is an error."""
-        command, cwd = self.check(params.argv, params.cwd)
+        command = self.check(params.argv, params.cwd)
         limit = self._config.timeout_s
         timeout = limit if params.timeout_s is None else min(params.timeout_s, limit)
         cap = self._config.max_output_bytes
-        done = run_bounded(command, cwd=cwd, env=self._env, timeout_s=timeout, max_output_bytes=cap)
+        done = run_bounded(
+            command.argv, cwd=command.cwd, env=command.env, timeout_s=timeout, max_output_bytes=cap
+        )
         lines = [f"$ {shlex.join(params.argv)}"]
         if done.timed_out:
             lines.append(f"timed out after {timeout:g} s; the process group was killed")

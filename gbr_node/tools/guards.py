@@ -1,11 +1,12 @@
-"""The argument and environment guards of `run_command` (issue 2, "Local tools").
+"""The path and environment guards of `run_command` (issue 2, "Local tools").
 
-- `refused_argument`: built-in refusals of well-known code-injection flags,
-  applied whatever the profile says (`BUILTIN_DENY`, `GIT_SUBCOMMAND_DENY`).
 - `resolve_path_args`: every argument that names a path must stay inside the
-  root (UBQ-DEV-01, UNW-DEV-01).
+  root (UBQ-DEV-01, UNW-DEV-01), and must not be a hard-linked file unless
+  the profile allows them (issue 12).
 - `scrubbed_environment`: the node's environment without secrets and without
-  variables that make programs load code.
+  variables that make programs load code or read settings that run programs.
+
+The built-in refusals of flags are `tools.flags`; git's own doors, `tools.git`.
 """
 
 from __future__ import annotations
@@ -13,104 +14,19 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from gbr_node.errors import SecurityViolation
 from gbr_node.sandbox import Sandbox
 
-_SHELL = (("-c",), "c")
 
-# program kind -> (prefixes refused anywhere in argv[1:], letters refused inside a
-# short-option cluster such as `-Ic` or `-ne`). A prefix refuses the argument
-# itself and anything starting with it (`-c` refuses `-cprint(1)`).
-BUILTIN_DENY: dict[str, tuple[tuple[str, ...], str]] = {
-    "git": (
-        (
-            "-c",  # -c name=value sets any config, e.g. core.pager, core.hooksPath
-            "--config-env",
-            "--exec",  # also --exec-path (helper lookup), archive/push --exec
-            "--upload-pack",
-            "--receive-pack",
-            "--template",  # clone/init --template copies hooks in
-            "--extcmd",  # difftool --extcmd
-        ),
-        "",
-    ),
-    "find": (("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fls"), ""),
-    "python": _SHELL,
-    "sh": _SHELL,
-    "bash": _SHELL,
-    "dash": _SHELL,
-    "zsh": _SHELL,
-    "ksh": _SHELL,
-    "node": (("-e", "--eval", "-p", "--print", "-r", "--require", "--import", "--loader"), "epr"),
-    "perl": (("-e", "-E"), "eE"),
-    "ruby": (("-e",), "e"),
-}
-
-# git subcommand -> refusals after it, or None when the subcommand is refused
-# outright (`git config` could set core.hooksPath and run any hook).
-GIT_SUBCOMMAND_DENY: dict[str, tuple[tuple[str, ...], str] | None] = {
-    "config": None,
-    "filter-branch": None,
-    "rebase": (("-x",), "x"),  # rebase -x CMD runs CMD
-    "difftool": (("-x",), "x"),
-    "clone": (("-u",), "u"),  # clone -u is --upload-pack
-    "ls-remote": (("-u",), "u"),
-    "submodule": (("foreach",), ""),
-    "bisect": (("run",), ""),
-}
-
-_GIT_OPTIONS_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
-
-
-def _git_subcommand(args: Sequence[str]) -> str | None:
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg in _GIT_OPTIONS_WITH_VALUE:
-            skip = True
-        elif not arg.startswith("-"):
-            return arg
-    return None
-
-
-def _first_refused(args: Iterable[str], prefixes: tuple[str, ...], letters: str) -> str | None:
-    for arg in args:
-        if any(arg == p or arg.startswith(p) for p in prefixes):
-            return arg
-        cluster = re.match(r"-([A-Za-z]+)", arg) if not arg.startswith("--") else None
-        if cluster and letters and any(c in letters for c in cluster.group(1)):
-            return arg
-    return None
-
-
-def refused_argument(kinds: Iterable[str], args: Sequence[str]) -> str | None:
-    """The first argument of `args` (argv[1:]) that the built-in list refuses
-    for a program of any of `kinds` (normalised names such as "git",
-    "python"), or None when nothing is refused. Pure."""
-    for kind in kinds:
-        if kind in BUILTIN_DENY:
-            refused = _first_refused(args, *BUILTIN_DENY[kind])
-            if refused is not None:
-                return refused
-        if kind == "git":
-            sub = _git_subcommand(args)
-            if sub in GIT_SUBCOMMAND_DENY:
-                rule = GIT_SUBCOMMAND_DENY[sub]
-                if rule is None:
-                    return sub
-                refused = _first_refused(args[args.index(sub) + 1 :], *rule)
-                if refused is not None:
-                    return refused
-    return None
-
-
-def _path_candidates(arg: str) -> Iterator[str]:
+def _path_candidates(arg: str, operand: bool) -> Iterator[str]:
     """The parts of one argument that may be paths: the argument itself, the
     value of `--opt=VALUE` / `NAME=VALUE`, the value glued to a short option
-    (`-I/etc`), and the path of a `file://` URL."""
+    (`-I/etc`), and the path of a `file://` URL. An `operand` (after `--`) is
+    a path as it stands, even when it starts with `-`."""
+    if operand:
+        yield arg
     if arg.startswith("file://"):
         yield arg[len("file://") :]
         return
@@ -132,13 +48,19 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
     checked lexically and as the kernel will follow it (symlinks first, then
     `..`: `link/../x` is where the link points, one folder up). Relative
     parts are taken from `cwd_relative`, the root-relative working folder.
+    After `--` every argument is a path as it stands (`-x` too).
 
     Raises:
         SecurityViolation: a part resolves outside the root (UBQ-DEV-01,
-            UNW-DEV-01); `subject` is the whole argument.
+            UNW-DEV-01), or names a regular file with more than one hard link
+            and the sandbox does not allow them; `subject` is the whole argument.
     """
+    operands = False
     for arg in args:
-        for part in _path_candidates(arg):
+        if arg == "--" and not operands:
+            operands = True
+            continue
+        for part in _path_candidates(arg, operands):
             if not part:
                 continue
             joined = part if os.path.isabs(part) else os.path.join(cwd_relative, part)
@@ -157,7 +79,7 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
 
 
 _SECRET = re.compile(r"(_API_KEY|_KEY|_TOKEN)$|SECRET|PASSWORD|PASSWD|CREDENTIAL|^AWS_")
-_INJECTION_PREFIXES = ("LD_", "DYLD_", "PYTHON", "GIT_", "BASH_FUNC_")
+_INJECTION_PREFIXES = ("LD_", "DYLD_", "PYTHON", "GIT_", "BASH_FUNC_", "NPM_CONFIG_")
 _INJECTION_NAMES = frozenset(
     {
         "BASH_ENV",
@@ -180,6 +102,20 @@ _INJECTION_NAMES = frozenset(
         "JDK_JAVA_OPTIONS",
         "CLASSPATH",
         "GCONV_PATH",
+        "PYTEST_ADDOPTS",  # -p PLUGIN loads code
+        "PYTEST_PLUGINS",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "GNUMAKEFLAGS",
+        "MAKEFILES",
+        "TAR_OPTIONS",  # --to-command, --use-compress-program
+        "RIPGREP_CONFIG_PATH",  # a config file of flags: --pre runs a program
+        "GREP_OPTIONS",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "SSH_ASKPASS",
+        "GOFLAGS",  # -toolexec runs a program
+        "RUSTC_WRAPPER",
         "SSH_AUTH_SOCK",
         "GPG_AGENT_INFO",
         "OLDPWD",
@@ -192,9 +128,11 @@ def is_scrubbed(name: str) -> bool:
     """True when environment variable `name` must not reach a command: a secret
     (`*_API_KEY`, `*_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`,
     `*CREDENTIAL*`, `AWS_*`, the SSH/GPG agent sockets) or a variable that
-    makes programs load code (`LD_*`, `DYLD_*`, `PYTHON*`, `GIT_*`,
-    `BASH_ENV`, `ENV`, `NODE_OPTIONS`, `PERL5OPT`, `RUBYOPT`, ...). The
-    stale `PWD`/`OLDPWD` go too. Case-insensitive."""
+    makes programs load code or read flags that run programs (`LD_*`,
+    `DYLD_*`, `PYTHON*`, `GIT_*`, `NPM_CONFIG_*`, `BASH_ENV`, `ENV`,
+    `NODE_OPTIONS`, `PERL5OPT`, `RUBYOPT`, `PYTEST_ADDOPTS`, `MAKEFLAGS`,
+    `TAR_OPTIONS`, `RIPGREP_CONFIG_PATH`, `LESSOPEN`, `SSH_ASKPASS`, ...).
+    The stale `PWD`/`OLDPWD` go too. Case-insensitive."""
     upper = name.upper()
     return (
         bool(_SECRET.search(upper))

@@ -1,54 +1,11 @@
-"""The pure guards of run_command: built-in flag refusals and environment scrubbing."""
+"""The pure guards of run_command: program names and environment scrubbing."""
 
 from __future__ import annotations
 
 import pytest
 
 from gbr_node.tools.commands import program_kind
-from gbr_node.tools.guards import is_scrubbed, refused_argument, scrubbed_environment
-
-REFUSALS = [
-    # (program kind, argv[1:], refused argument or None)
-    ("git", ["-c", "core.pager=sh", "log"], "-c"),
-    ("git", ["-ccore.hooksPath=x", "commit"], "-ccore.hooksPath=x"),
-    ("git", ["--config-env=core.pager=X", "log"], "--config-env=core.pager=X"),
-    ("git", ["--exec-path=/tmp", "status"], "--exec-path=/tmp"),
-    ("git", ["fetch", "--upload-pack=touch x", "origin"], "--upload-pack=touch x"),
-    ("git", ["push", "--receive-pack", "x"], "--receive-pack"),
-    ("git", ["clone", "--template=tpl", "src", "dst"], "--template=tpl"),
-    ("git", ["clone", "-u", "sh evil", "src"], "-u"),
-    ("git", ["rebase", "-x", "make", "main"], "-x"),
-    ("git", ["rebase", "-ix", "make", "main"], "-ix"),
-    ("git", ["-C", "sub", "config", "core.hooksPath", "h"], "config"),
-    ("git", ["submodule", "foreach", "rm -rf ."], "foreach"),
-    ("git", ["bisect", "run", "./evil"], "run"),
-    ("git", ["difftool", "--extcmd=evil"], "--extcmd=evil"),
-    ("git", ["status", "--short"], None),
-    ("git", ["add", "-u"], None),
-    ("git", ["log", "--oneline", "-x"], None),
-    ("find", [".", "-name", "*.py", "-exec", "rm", "{}", ";"], "-exec"),
-    ("find", [".", "-execdir", "sh", ";"], "-execdir"),
-    ("find", [".", "-okdir", "x", ";"], "-okdir"),
-    ("find", [".", "-delete"], "-delete"),
-    ("find", [".", "-fprintf", "out", "%p"], "-fprintf"),
-    ("find", [".", "-name", "*.py"], None),
-    ("python", ["-c", "print(1)"], "-c"),
-    ("python", ["-Ic", "print(1)"], "-Ic"),
-    ("python", ["-Icprint(1)"], "-Icprint(1)"),
-    ("python", ["-m", "pytest", "-q"], None),
-    ("sh", ["-c", "id"], "-c"),
-    ("bash", ["-xc", "id"], "-xc"),
-    ("node", ["--eval=1"], "--eval=1"),
-    ("node", ["-pe", "1"], "-pe"),
-    ("perl", ["-ne", "print"], "-ne"),
-    ("ruby", ["-e", "1"], "-e"),
-    ("ls", ["-c", "-la"], None),
-]
-
-
-@pytest.mark.parametrize(("kind", "args", "refused"), REFUSALS)
-def test_builtin_refusals_whatever_the_profile_says(kind, args, refused):
-    assert refused_argument({kind}, args) == refused
+from gbr_node.tools.guards import is_scrubbed, scrubbed_environment
 
 
 @pytest.mark.parametrize(
@@ -83,6 +40,19 @@ def test_program_names_are_normalised_for_the_builtin_list(filename, kind):
         "RUBYOPT",
         "JAVA_TOOL_OPTIONS",
         "openai_api_key",
+        # settings of the programs the template suggests that run other programs
+        "PYTEST_ADDOPTS",
+        "PYTEST_PLUGINS",
+        "npm_config_script_shell",
+        "NPM_CONFIG_NODE_OPTIONS",
+        "MAKEFLAGS",
+        "MAKEFILES",
+        "TAR_OPTIONS",
+        "RIPGREP_CONFIG_PATH",
+        "LESSOPEN",
+        "SSH_ASKPASS",
+        "GOFLAGS",
+        "RUSTC_WRAPPER",
     ],
 )
 def test_secrets_and_code_injection_variables_are_scrubbed(name):

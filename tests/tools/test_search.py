@@ -50,7 +50,8 @@ def test_search_text_skips_git_binaries_oversize_files_and_links(registry, root,
     text = text_of(registry.call("search_text", {"pattern": "hit|secret"}))
     assert text.splitlines() == [
         "ok.txt:1: hit",
-        "[1 matching lines in 1 files searched (2 binary, unreadable, hard-linked or over-size files skipped)]",
+        "[1 matching lines in 1 files searched "
+        "(2 binary, unreadable, hard-linked or over-size files skipped)]",
     ]
 
 

@@ -1,0 +1,214 @@
+"""run_command rules with real programs (issue 12, "Commands"): flags that make a program
+follow a symlink out of the root, `--` ending the options, git's global options
+before the subcommand, and a default profile that runs no arbitrary code.
+
+Every root here holds `sub/escape -> outside/`, a symlink that `cat sub/escape/...`
+can never read through: the same must hold whatever flags a program is given.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gbr_node.config.loader import default_template
+from gbr_node.config.validate import validate_text
+from gbr_node.errors import SecurityViolation
+from tests.tools.helpers import make_program, text_of
+
+SECRET = "outside secret"
+
+
+@pytest.fixture
+def linked_root(root: Path, outside: Path) -> Path:
+    (root / "sub").mkdir()
+    (root / "sub" / "mine.txt").write_text("inside\n")
+    (root / "sub" / "escape").symlink_to(outside)
+    (root / "other").mkdir()
+    (root / "other" / "mine.txt").write_text("inside too\n")
+    (root / "other" / "escape").mkdir()
+    (root / "other" / "escape" / "secret.txt").write_text("decoy\n")
+    return root
+
+
+def _copied(root: Path) -> bool:
+    return (root / "copy" / "escape" / "secret.txt").is_file()
+
+
+def _archived(root: Path) -> bool:
+    return (root / "a.tar").is_file() and SECRET.encode() in (root / "a.tar").read_bytes()
+
+
+# (argv, whether the outside content leaked: by output, or by a file left in the root)
+FOLLOWING = [
+    (["find", "-L", "sub", "-name", "secret.txt"], None),
+    (["find", "sub", "-follow", "-name", "secret.txt"], None),
+    (["ls", "-RL", "sub"], None),
+    (["ls", "-R", "-L", "sub"], None),
+    (["ls", "-lRL", "sub"], None),
+    (["ls", "--dereference", "-R", "sub"], None),
+    (["du", "-aL", "sub"], None),
+    (["du", "-a", "--dereference", "sub"], None),
+    (["grep", "-R", "secret", "sub"], None),
+    (["grep", "-rR", "secret", "sub"], None),
+    (["grep", "-nR", "secret", "sub"], None),
+    (["grep", "--dereference-recursive", "secret", "sub"], None),
+    (["cp", "-rL", "sub", "copy"], _copied),
+    (["cp", "-RL", "sub", "copy"], _copied),
+    (["cp", "-r", "--dereference", "sub", "copy"], _copied),
+    (["tar", "-chf", "a.tar", "sub"], _archived),
+    (["tar", "chf", "a.tar", "sub"], _archived),
+    (["tar", "-c", "-h", "-f", "a.tar", "sub"], _archived),
+    (["tar", "-c", "--dereference", "-f", "a.tar", "sub"], _archived),
+    (["diff", "-r", "sub", "other"], None),
+    (["diff", "-ru", "sub", "other"], None),
+    (["diff", "--recursive", "sub", "other"], None),
+]
+
+
+def _leaked(argv: list[str], check, registry, root: Path) -> bool:
+    try:
+        text = text_of(registry.call("run_command", {"argv": argv}))
+    except SecurityViolation:
+        return False
+    return check(root) if check else ("secret.txt" in text or SECRET in text)
+
+
+@pytest.mark.parametrize(("argv", "check"), FOLLOWING, ids=[" ".join(a) for a, _ in FOLLOWING])
+def test_no_flag_makes_a_program_follow_a_symlink_out_of_the_root(
+    make_registry, linked_root, argv, check
+) -> None:
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    registry = make_registry(**{"run_command": {"allow": [argv[0]]}})
+    with pytest.raises(SecurityViolation, match="follow"):
+        registry.call("run_command", {"argv": argv})
+    assert not _leaked(argv, check, registry, linked_root)
+
+
+def test_the_same_programs_without_those_flags_stay_inside(make_registry, linked_root) -> None:
+    registry = make_registry(**{"run_command": {"allow": ["find", "ls", "grep", "diff", "cp"]}})
+    runs = [
+        ["find", "sub", "-name", "*.txt"],
+        ["ls", "-lR", "sub"],
+        ["grep", "-r", "inside", "sub"],
+        ["diff", "-r", "--no-dereference", "sub", "other"],
+        ["cp", "-r", "sub", "copy"],
+    ]
+    for argv in runs:
+        text = text_of(registry.call("run_command", {"argv": argv}))
+        assert SECRET not in text and "secret.txt" not in text.replace("other/escape", "")
+    assert (linked_root / "copy" / "escape").is_symlink()  # copied as a link, not followed
+
+
+def test_a_value_after_dashdash_is_checked_as_a_path(make_registry, root, outside) -> None:
+    (root / "-escape").symlink_to(outside / "secret.txt")
+    registry = make_registry(**{"run_command": {"allow": ["cat"]}})
+    with pytest.raises(SecurityViolation) as caught:
+        registry.call("run_command", {"argv": ["cat", "--", "-escape"]})
+    assert caught.value.subject == "-escape"
+
+
+# (profile rule, argv): a flag-looking word after `--` is an operand, not refused
+AFTER_DASHDASH = [
+    ({"name": "echoargs", "deny_args": ["-x"]}, ["echoargs", "--", "-x"]),
+    ({"name": "echoargs", "deny_args": ["--output"]}, ["echoargs", "--", "--output=notes.txt"]),
+    ({"name": "git"}, ["git", "log", "--oneline", "--", "-c"]),
+    ({"name": "git"}, ["git", "log", "--", "--upload-pack=x"]),
+    ({"name": "git"}, ["git", "grep", "-e", "x", "--", "--exec=y"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "argv"), AFTER_DASHDASH, ids=[" ".join(a) for _, a in AFTER_DASHDASH]
+)
+def test_dashdash_ends_the_options(make_registry, bin_dir, root, rule, argv) -> None:
+    make_program(bin_dir, "echoargs", 'for a in "$@"; do echo "arg:$a"; done')
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    registry = make_registry(
+        search_path=f"{bin_dir}:/usr/bin:/bin", **{"run_command": {"allow": [rule]}}
+    )
+    text = text_of(registry.call("run_command", {"argv": argv}))  # it ran: not refused
+    assert "exit code" in text
+    if argv[0] == "echoargs":
+        assert f"arg:{argv[-1]}" in text
+
+
+def test_deny_args_refuse_abbreviations_of_long_options(make_registry, bin_dir) -> None:
+    make_program(bin_dir, "echoargs", 'for a in "$@"; do echo "arg:$a"; done')
+    rule = {"name": "echoargs", "deny_args": ["--output"]}
+    registry = make_registry(search_path=str(bin_dir), **{"run_command": {"allow": [rule]}})
+    for arg in ("--outp=x", "--out", "--output-dir=y"):
+        with pytest.raises(SecurityViolation, match="rule"):
+            registry.call("run_command", {"argv": ["echoargs", arg]})
+    assert "arg:--o" not in text_of(registry.call("run_command", {"argv": ["echoargs", "-o"]}))
+
+
+@pytest.fixture
+def git_root(root: Path, outside: Path) -> Path:
+    env = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/bin:/bin"}
+    for folder in (root / "sub", outside):
+        folder.mkdir(exist_ok=True)
+        subprocess.run(["git", "init", "-q"], cwd=folder, check=True, env=env)
+    (root / "sub" / "new.txt").write_text("x\n")
+    (outside / "outside-file.txt").write_text("x\n")
+    return root
+
+
+# (argv, what the output shows): git's global options before the subcommand
+GLOBAL_OPTIONS = [
+    (["git", "-C", "sub", "status", "--short"], "?? new.txt"),
+    (["git", "-C", "sub", "-C", ".", "status", "--short"], "?? new.txt"),
+    (["git", "--no-pager", "-C", "sub", "status", "--short"], "?? new.txt"),
+    (["git", "--git-dir=sub/.git", "--work-tree=sub", "status", "--short"], "?? new.txt"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"), GLOBAL_OPTIONS, ids=[" ".join(a[1:]) for a, _ in GLOBAL_OPTIONS]
+)
+def test_global_options_come_before_the_subcommand_the_rule_allows(
+    make_registry, git_root, argv, shown
+) -> None:
+    rule = {"name": "git", "subcommands": ["status", "log"]}
+    registry = make_registry(**{"run_command": {"allow": [rule]}})
+    assert shown in text_of(registry.call("run_command", {"argv": argv}))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["git", "-C", "sub", "push"],  # the real subcommand is not allowed
+        ["git", "-C", "sub", "-c", "core.fsmonitor=x", "status"],
+        ["git", "-C", "../outside", "status"],  # -C leaves the root
+        ["git", "-C", "/", "status"],
+        ["git", "-C", "sub", "log", "--", "../../outside/outside-file.txt"],
+        ["git", "-C", "sub", "status", "../../outside"],  # relative to -C's folder
+    ],
+    ids=lambda argv: " ".join(argv[1:]),
+)
+def test_global_options_are_still_checked_like_every_argument(
+    make_registry, git_root, argv
+) -> None:
+    rule = {"name": "git", "subcommands": ["status", "log"]}
+    registry = make_registry(**{"run_command": {"allow": [rule]}})
+    with pytest.raises(SecurityViolation):
+        registry.call("run_command", {"argv": argv})
+
+
+CODE_RUNNERS = {
+    "python", "pytest", "node", "npm", "npx", "make", "cmake", "cargo", "go", "sh", "bash",
+    "zsh", "perl", "ruby", "env", "xargs", "tox", "nox", "uv", "pip", "poetry", "yarn", "pnpm",
+    "deno", "bun", "java", "gradle", "mvn", "awk", "sed", "find",
+}  # fmt: skip
+
+
+def test_the_default_profile_allows_no_interpreter_or_build_tool() -> None:
+    allowed = validate_text(default_template(), file="default.toml").tools.run_command.allow
+    names = {rule.name for rule in allowed}
+    assert names == {"git", "ls"}
+    assert not names & CODE_RUNNERS
+    assert '# name = "pytest"' in default_template()  # the examples stay, commented

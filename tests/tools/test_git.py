@@ -1,0 +1,391 @@
+"""git through run_command with a real git: no repository setting can start a program,
+and git never works on a repository outside the root (issue 12, "Commands").
+
+Each case plants a side door the way an agent could (a repository nested under
+the root, a `.git` file, an included config file, `.gitattributes`) or as a
+user's config may have it, wired to a program that leaves a marker file; the
+command must run (or be refused) without the marker ever appearing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gbr_node.errors import SecurityViolation
+from gbr_node.tools.git import FIXED_SETTINGS, GIT_ENV, ConfigEntry, config_settings
+from tests.tools.helpers import make_program, text_of
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+}
+
+
+def git(folder: Path, *args: str) -> str:
+    """Run git as the person setting the scene (not through the sandbox)."""
+    done = subprocess.run(
+        ["git", "-c", "protocol.file.allow=always", *args],
+        cwd=folder,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def repo(folder: Path, text: str = "hello\n") -> Path:
+    """A repository at `folder` with one committed file a.txt, then a.txt touched."""
+    folder.mkdir(parents=True, exist_ok=True)
+    git(folder, "init", "-q")
+    (folder / "a.txt").write_text(text)
+    git(folder, "add", "a.txt")
+    git(folder, "commit", "-qm", "one")
+    os.utime(folder / "a.txt", (1, 1))  # the index no longer vouches for it: git must look
+    return folder
+
+
+class Scene:
+    """A root with an `evil` program (outside it) that writes `marker` when run."""
+
+    def __init__(self, root: Path, outside: Path, bin_dir: Path) -> None:
+        self.root, self.outside = root, outside
+        self.marker = outside / "marker"
+        body = f'echo "$0 $*" >> "{self.marker}"; cat'
+        self.evil = str(make_program(bin_dir, "evil", body))
+
+    def config(self, repository: Path, *settings: tuple[str, str]) -> None:
+        for key, value in settings:
+            git(repository, "config", key, value)
+
+
+def _root_fsmonitor(s: Scene):
+    s.config(repo(s.root), ("core.fsmonitor", s.evil))
+    return ["status"]
+
+
+def _nested_fsmonitor(s: Scene):
+    repo(s.root)
+    s.config(repo(s.root / "sub"), ("core.fsmonitor", s.evil))
+    return ["-C", "sub", "status"]
+
+
+def _nested_hook(s: Scene):
+    repo(s.root)
+    nested = repo(s.root / "sub")
+    make_program(nested / ".git" / "hooks", "post-index-change", f"{s.evil}")
+    return ["-C", "sub", "status"]
+
+
+def _hooks_path(s: Scene):
+    nested = repo(s.root / "sub")
+    make_program(s.root / "my-hooks", "post-index-change", f"{s.evil}")
+    s.config(nested, ("core.hooksPath", str(s.root / "my-hooks")))
+    return ["-C", "sub", "status"]
+
+
+def _external_diff(s: Scene):
+    nested = repo(s.root / "sub")
+    (nested / "a.txt").write_text("changed\n")
+    s.config(nested, ("diff.external", s.evil))
+    return ["-C", "sub", "diff"]
+
+
+def _diff_driver_command(s: Scene):
+    nested = repo(s.root / "sub")
+    (nested / ".gitattributes").write_text("a.txt diff=x\n")
+    (nested / "a.txt").write_text("changed\n")
+    s.config(nested, ("diff.x.command", s.evil))
+    return ["-C", "sub", "diff"]
+
+
+def _textconv(args: list[str]):
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        (nested / ".gitattributes").write_text("a.txt diff=x\n")
+        git(nested, "add", ".gitattributes")
+        (nested / "a.txt").write_text("changed\n")
+        git(nested, "commit", "-qam", "two")
+        s.config(nested, ("diff.x.textconv", s.evil))
+        return ["-C", "sub", *args]
+
+    return setup
+
+
+def _filter(args: list[str]):
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        (nested / ".gitattributes").write_text("a.txt filter=x\n")
+        s.config(nested, ("filter.x.clean", s.evil), ("filter.x.smudge", s.evil))
+        return ["-C", "sub", *args]
+
+    return setup
+
+
+def _included_config(s: Scene):
+    nested = repo(s.root / "sub")
+    (s.root / "extra.cfg").write_text(f"[core]\n\tfsmonitor = {s.evil}\n")
+    s.config(nested, ("include.path", str(s.root / "extra.cfg")))
+    return ["-C", "sub", "status"]
+
+
+def _git_file_inside(s: Scene):
+    data = repo(s.root / "data")
+    (s.root / "work").mkdir()
+    shutil.move(str(data / ".git"), str(s.root / "gitdir"))
+    (s.root / "work" / ".git").write_text(f"gitdir: {s.root / 'gitdir'}\n")
+    s.config(s.root / "work", ("core.worktree", str(s.root / "work")))
+    s.config(s.root / "work", ("core.fsmonitor", s.evil))
+    return ["-C", "work", "status"]
+
+
+def _ssh_command(s: Scene):
+    s.config(repo(s.root / "sub"), ("core.sshCommand", s.evil))
+    return ["-C", "sub", "ls-remote", "ssh://127.0.0.1:9/x"]
+
+
+def _git_proxy(s: Scene):
+    s.config(repo(s.root / "sub"), ("core.gitProxy", s.evil))
+    return ["-C", "sub", "ls-remote", "git://127.0.0.1:9/x"]
+
+
+def _ext_transport(s: Scene):
+    s.config(repo(s.root / "sub"), ("protocol.ext.allow", "always"))
+    return ["-C", "sub", "ls-remote", f"ext::{s.evil} %S"]
+
+
+def _upload_pack(s: Scene):
+    nested = repo(s.root / "sub")
+    repo(s.root / "other")
+    s.config(
+        nested,
+        ("remote.origin.url", str(s.root / "other")),
+        ("remote.origin.uploadpack", s.evil),
+    )
+    return ["-C", "sub", "fetch", "origin"]
+
+
+def _signature_check(s: Scene):
+    nested = repo(s.root / "sub")
+    commit = git(nested, "cat-file", "commit", "HEAD")
+    head, _, message = commit.partition("\n\n")
+    signed = f"{head}\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n -----END PGP SIGNATURE-----\n"
+    forged = subprocess.run(
+        ["git", "hash-object", "-t", "commit", "-w", "--stdin"],
+        cwd=nested, env=ENV, input=f"{signed}\n{message}", capture_output=True, text=True,
+        check=True,
+    ).stdout.strip()  # fmt: skip
+    git(nested, "update-ref", "HEAD", forged)
+    s.config(nested, ("log.showSignature", "true"), ("gpg.program", s.evil))
+    return ["-C", "sub", "log", "-1"]
+
+
+def _archive_command(s: Scene):
+    s.config(repo(s.root / "sub"), ("tar.tgz.command", s.evil))
+    return ["-C", "sub", "archive", "--format=tgz", "-o", "out.tgz", "HEAD"]
+
+
+def _submodule_filter(s: Scene):
+    top = repo(s.root)
+    module = repo(top / "mod")
+    (module / ".gitattributes").write_text("a.txt filter=x\n")
+    s.config(module, ("filter.x.clean", s.evil))
+    git(top, "submodule", "add", "-q", "./mod", "mod")
+    git(top, "config", "-f", ".gitmodules", "submodule.mod.ignore", "none")
+    os.utime(module / "a.txt", (2, 2))
+    return ["status"]
+
+
+# (name, setup returning git's argv[1:]); every setup makes git run `evil` today
+SIDE_DOORS = [
+    ("root_repository_fsmonitor", _root_fsmonitor),
+    ("nested_repository_fsmonitor", _nested_fsmonitor),
+    ("nested_repository_hook", _nested_hook),
+    ("hooks_path_into_the_root", _hooks_path),
+    ("diff_external", _external_diff),
+    ("diff_driver_command", _diff_driver_command),
+    ("textconv_on_log_p", _textconv(["log", "-p", "-1"])),
+    ("textconv_on_show", _textconv(["show"])),
+    ("textconv_on_diff", _textconv(["diff", "HEAD~1"])),
+    ("textconv_on_blame", _textconv(["blame", "a.txt"])),
+    ("textconv_asked_for", _textconv(["grep", "--textconv", "changed"])),
+    ("clean_filter_on_status", _filter(["status"])),
+    ("filters_on_diff", _filter(["diff"])),
+    ("smudge_filter_on_cat_file", _filter(["cat-file", "--filters", "HEAD:a.txt"])),
+    ("include_path", _included_config),
+    ("git_file_to_a_git_dir_in_the_root", _git_file_inside),
+    ("ssh_command", _ssh_command),
+    ("git_proxy", _git_proxy),
+    ("ext_transport", _ext_transport),
+    ("remote_upload_pack", _upload_pack),
+    ("gpg_program_on_log", _signature_check),
+    ("archive_command", _archive_command),
+    ("submodule_config_through_status", _submodule_filter),
+]
+
+
+@pytest.fixture
+def scene(root: Path, outside: Path, bin_dir: Path) -> Scene:
+    return Scene(root, outside, bin_dir)
+
+
+@pytest.mark.parametrize("setup", [c[1] for c in SIDE_DOORS], ids=[c[0] for c in SIDE_DOORS])
+def test_no_repository_setting_makes_git_run_a_program(
+    make_registry, scene: Scene, setup: Callable[[Scene], list[str]]
+) -> None:
+    args = setup(scene)
+    registry = make_registry(**{"run_command": {"allow": ["git"]}})
+    with contextlib.suppress(SecurityViolation):  # refused is fine; running the program is not
+        registry.call("run_command", {"argv": ["git", *args], "timeout_s": 20})
+    assert not scene.marker.exists(), scene.marker.read_text()
+
+
+def _git_file_outside(s: Scene):
+    repo(s.outside / "elsewhere")
+    (s.root / "sub").mkdir()
+    (s.root / "sub" / ".git").write_text(f"gitdir: {s.outside / 'elsewhere' / '.git'}\n")
+    return ["-C", "sub", "log", "-p"]
+
+
+def _work_tree_outside(s: Scene):
+    nested = repo(s.root / "sub")
+    s.config(nested, ("core.worktree", str(s.outside)))
+    return ["-C", "sub", "status", "--short"]
+
+
+def _git_dir_option_to_a_git_file(s: Scene):
+    repo(s.outside / "elsewhere")
+    (s.root / "sub").mkdir()
+    (s.root / "sub" / "dot-git").write_text(f"gitdir: {s.outside / 'elsewhere' / '.git'}\n")
+    return ["--git-dir=sub/dot-git", "log"]
+
+
+def _common_dir_outside(s: Scene):
+    elsewhere = repo(s.outside / "elsewhere")
+    nested = repo(s.root / "sub")
+    (nested / ".git" / "commondir").write_text(str(elsewhere / ".git") + "\n")
+    return ["-C", "sub", "log", "-p"]
+
+
+def _alternates_outside(s: Scene):
+    elsewhere = repo(s.outside / "elsewhere")
+    nested = repo(s.root / "sub")
+    alternates = nested / ".git" / "objects" / "info" / "alternates"
+    alternates.write_text(str(elsewhere / ".git" / "objects") + "\n")
+    return ["-C", "sub", "cat-file", "--batch-all-objects", "--batch"]
+
+
+def _alias(s: Scene):
+    s.config(repo(s.root / "sub"), ("alias.st", f"!{s.evil}"))
+    return ["-C", "sub", "st"]
+
+
+# (name, setup); git would read outside the root, or run an alias: refused
+REFUSED = [
+    ("git_file_pointing_outside", _git_file_outside),
+    ("work_tree_outside", _work_tree_outside),
+    ("git_dir_option_to_a_git_file_pointing_outside", _git_dir_option_to_a_git_file),
+    ("common_dir_outside", _common_dir_outside),
+    ("object_alternates_outside", _alternates_outside),
+    ("repository_alias", _alias),
+]
+
+
+@pytest.mark.parametrize("setup", [c[1] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_git_is_refused_where_it_would_leave_the_root(make_registry, scene: Scene, setup) -> None:
+    (scene.outside / "elsewhere-secret.txt").write_text("outside secret\n")
+    args = setup(scene)
+    registry = make_registry(**{"run_command": {"allow": ["git"]}})
+    with pytest.raises(SecurityViolation):
+        registry.call("run_command", {"argv": ["git", *args]})
+    assert not scene.marker.exists()
+
+
+def test_the_roots_own_repository_works_even_with_its_git_dir_elsewhere(
+    make_registry, scene: Scene, tmp_path: Path
+) -> None:
+    main = repo(tmp_path / "main")
+    git(main, "worktree", "add", "-q", str(scene.root))  # the root is a linked worktree
+    registry = make_registry(**{"run_command": {"allow": ["git"]}})
+    (scene.root / "sub").mkdir()
+    for argv in (["git", "log", "--oneline"], ["git", "-C", "sub", "log", "--oneline"]):
+        assert " one" in text_of(registry.call("run_command", {"argv": argv}))
+
+
+def test_git_output_is_what_git_says_without_the_disarmed_programs(make_registry, scene) -> None:
+    args = _textconv(["show"])(scene)
+    registry = make_registry(**{"run_command": {"allow": ["git"]}})
+    shown = text_of(registry.call("run_command", {"argv": ["git", *args]}))
+    assert "-hello\n+changed" in shown  # textconv replaced by the text itself
+    assert not scene.marker.exists()
+
+
+def test_every_git_run_has_the_fixed_settings_and_environment(make_registry, bin_dir) -> None:
+    make_program(bin_dir, "git", 'for a in "$@"; do echo "arg:$a"; done; /usr/bin/env')
+    registry = make_registry(search_path=str(bin_dir), **{"run_command": {"allow": ["git"]}})
+    text = text_of(registry.call("run_command", {"argv": ["git", "diff"]}))
+    assert "arg:--no-pager" in text
+    for key, value in FIXED_SETTINGS:
+        assert f"arg:{key}={value}" in text
+    assert "arg:diff\narg:--no-ext-diff" in text
+    for name, value in GIT_ENV.items():
+        assert f"{name}={value}\n" in text
+
+
+DISARMED = [
+    ("filter.lfs.clean", "git-lfs clean -- %f", "filter.lfs.clean="),
+    ("filter.x.process", "evil", "filter.x.process="),
+    ("diff.word.textconv", "docx2txt", "diff.word.textconv=cat"),
+    ("diff.x.command", "evil", "diff.x.command="),
+    ("merge.ours.driver", "evil %A", "merge.ours.driver="),
+    ("credential.https://example.org.helper", "store", "credential.https://example.org.helper="),
+    ("trailer.sign.command", "evil", "trailer.sign.command="),
+    ("tar.tar.xz.command", "evil", "tar.tar.xz.command="),
+    ("hook.pre-commit.command", "evil", "hook.pre-commit.command="),
+    ("gpg.ssh.defaultkeycommand", "evil", "gpg.ssh.defaultkeycommand="),
+    ("core.alternaterefscommand", "evil", "core.alternaterefscommand="),
+    ("submodule.mod.url", "./mod", "submodule.mod.ignore=all"),
+    ("submodule.mod.update", "!evil", "submodule.mod.update=none"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "setting"), DISARMED, ids=[d[0] for d in DISARMED])
+def test_program_settings_of_the_repository_are_disarmed(key, value, setting) -> None:
+    assert setting in config_settings([ConfigEntry("file:.git/config", key, value)], "status")
+
+
+def test_harmless_settings_are_left_as_they_are() -> None:
+    entries = [
+        ConfigEntry("file:.git/config", "core.bare", "false"),
+        ConfigEntry("file:.git/config", "user.name", "me"),
+        ConfigEntry("file:.git/config", "filter.lfs.required", "true"),
+        ConfigEntry("file:.git/config", "alias.st", "status"),  # not the subcommand run
+    ]
+    assert config_settings(entries, "log") == []
+
+
+@pytest.mark.parametrize(
+    ("key", "match"),
+    [
+        ("filter.a=b.clean", "'='"),  # -c NAME=VALUE could not name it
+        ("remote.origin.uploadpack", "first value"),  # git keeps the first one it reads
+        ("remote.o.receivepack", "first value"),
+    ],
+)
+def test_a_program_setting_that_no_later_setting_can_disarm_is_refused(key, match) -> None:
+    with pytest.raises(SecurityViolation, match=match):
+        config_settings([ConfigEntry("file:x", key, "evil")], "status")
