@@ -288,26 +288,23 @@ class GitGuard:
         )
 
     def _locate(self, globals_: Sequence[str], cwd: Path) -> Repository | None:
-        """The repository git finds in `cwd` with `globals_`, None when there is none."""
+        """The repository git finds in `cwd` with `globals_`, None when there is none.
+        One `git rev-parse`; in a bare repository its last question (the work tree)
+        fails after the others were answered."""
         ask = ["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"]
-        done = self._run(globals_, cwd, [*ask, "--is-bare-repository"])
+        done = self._run(globals_, cwd, [*ask, "--is-bare-repository", "--show-toplevel"])
         lines = done.stdout.decode("utf-8", errors="surrogateescape").splitlines()
-        if done.exit_code != 0 or len(lines) < 3:
-            error = done.stderr.decode("utf-8", errors="replace").strip()
-            if _NO_REPOSITORY in error:
-                return None
-            raise SecurityViolation(
-                f"git could not tell which repository it would use ({error or 'no answer'})",
-                str(cwd),
-            )
-        git_dir, common_dir = Path(lines[0]), Path(lines[1])
-        if lines[2] == "true":
-            return Repository(git_dir, common_dir, None)
-        top = self._run(globals_, cwd, ["rev-parse", "--show-toplevel"])
-        work_tree = top.stdout.decode("utf-8", errors="surrogateescape").strip()
-        if top.exit_code != 0 or not work_tree:
-            raise SecurityViolation("git could not tell its work tree", str(cwd))
-        return Repository(git_dir, common_dir, Path(work_tree))
+        if len(lines) >= 3 and lines[2] == "true":
+            return Repository(Path(lines[0]), Path(lines[1]), None)
+        if done.exit_code == 0 and len(lines) == 4:
+            return Repository(Path(lines[0]), Path(lines[1]), Path(lines[3]))
+        error = done.stderr.decode("utf-8", errors="replace").strip()
+        if _NO_REPOSITORY in error:
+            return None
+        raise SecurityViolation(
+            f"git could not tell which repository it would use ({error or 'no answer'})",
+            str(cwd),
+        )
 
     def _config(
         self, globals_: Sequence[str], cwd: Path, where: list[str], optional: bool = False

@@ -145,11 +145,11 @@ def test_deny_args_leave_other_arguments_alone(make_registry, echo):
 
 
 def test_builtin_refusals_apply_to_a_program_by_its_name(make_registry, bin_dir):
-    make_program(bin_dir, "git", ECHO_ARGS)
-    registry = make_registry(search_path=str(bin_dir), **commands("git"))
+    make_program(bin_dir, "find", ECHO_ARGS)
+    registry = make_registry(search_path=str(bin_dir), **commands("find"))
     with pytest.raises(SecurityViolation, match="runs another program"):
-        registry.call("run_command", {"argv": ["git", "-c", "core.pager=sh", "log"]})
-    assert "arg:status" in text_of(registry.call("run_command", {"argv": ["git", "status"]}))
+        registry.call("run_command", {"argv": ["find", ".", "-exec", "sh", ";"]})
+    assert "arg:-name" in text_of(registry.call("run_command", {"argv": ["find", "-name", "x"]}))
 
 
 @pytest.mark.parametrize(

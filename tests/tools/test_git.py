@@ -335,7 +335,11 @@ def test_git_output_is_what_git_says_without_the_disarmed_programs(make_registry
 
 
 def test_every_git_run_has_the_fixed_settings_and_environment(make_registry, bin_dir) -> None:
-    make_program(bin_dir, "git", 'for a in "$@"; do echo "arg:$a"; done; /usr/bin/env')
+    script = """
+    case "$*" in *rev-parse*) echo "fatal: not a git repository" >&2; exit 128;; esac
+    for a in "$@"; do echo "arg:$a"; done; /usr/bin/env
+    """
+    make_program(bin_dir, "git", script)
     registry = make_registry(search_path=str(bin_dir), **{"run_command": {"allow": ["git"]}})
     text = text_of(registry.call("run_command", {"argv": ["git", "diff"]}))
     assert "arg:--no-pager" in text
