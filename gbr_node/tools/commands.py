@@ -220,7 +220,7 @@ class CommandRunner:
         if parts is None:
             return Prepared([program.executable, *args], where.path, self._env)
         for folder in _git_folders(self._sandbox, where.relative, parts):
-            resolve_path_args(self._sandbox, folder, parts.rest)
+            resolve_path_args(self._sandbox, folder, args)
         guard = self._git.setdefault(
             program.executable, GitGuard(program.executable, self._sandbox.root, self._env)
         )

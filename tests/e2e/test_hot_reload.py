@@ -81,15 +81,22 @@ def test_a_broken_save_is_reported_and_the_old_profile_keeps_working(
     assert model_server.chat_bodies[0]["messages"][0]["content"].startswith("You are a test agent")
 
 
-def test_a_peer_removed_from_peers_is_refused_on_its_next_call(tmp_path):
+def serve_trusting_a_caller(tmp_path, name: str, text: str):
+    """A `serve` node whose root holds file `name`, trusting `caller` with every tool:
+    (home, caller, root, profile file, trust table text, server)."""
     home = tmp_path / "home"
     caller = Identity(tmp_path / "caller.key")
     root = tmp_path / "server"
     root.mkdir()
-    (root / "a.txt").write_text("hello\n")
+    (root / name).write_text(text)
     trust = f'[peers.caller]\npeer_id = "{caller.peer_id}"\ntools = "*"\n'
     profile = write_profile(root, "http://127.0.0.1:9/v1", extra=FAST + trust)
     server = ServeProcess(root, home, Identity(tmp_path / "server.key"))
+    return home, caller, root, profile, trust, server
+
+
+def test_a_peer_removed_from_peers_is_refused_on_its_next_call(tmp_path):
+    home, caller, _, profile, trust, server = serve_trusting_a_caller(tmp_path, "a.txt", "hello\n")
     try:
         read = ("read_file", '{"path": "a.txt"}')
         assert gbr_call(tmp_path, home, caller, server.addr, *read).returncode == 0
@@ -135,14 +142,8 @@ def test_unprotecting_a_file_live_lets_the_next_write_through(project, model_ser
 def test_a_profile_truncated_to_nothing_keeps_a_peers_protected_write_waiting_for_approval(
     tmp_path,
 ):
-    home = tmp_path / "home"
-    caller = Identity(tmp_path / "caller.key")
-    root = tmp_path / "server"
-    root.mkdir()
-    (root / "pyproject.toml").write_text("[project]\n")
-    trust = f'[peers.caller]\npeer_id = "{caller.peer_id}"\ntools = "*"\n'
-    profile = write_profile(root, "http://127.0.0.1:9/v1", extra=FAST + trust)
-    server = ServeProcess(root, home, Identity(tmp_path / "server.key"))
+    served = serve_trusting_a_caller(tmp_path, "pyproject.toml", "[project]\n")
+    home, caller, root, profile, _, server = served
     try:
         with open(profile, "r+", encoding="utf-8") as f:
             f.truncate(0)  # an in-place save caught after its first step, or a wiped file
