@@ -11,7 +11,8 @@ The rules (issue 2, "Local tools"; DESIGN.md, "Security model"):
   its `deny_args` refuse arguments exactly, by prefix, and, for long options,
   by abbreviation (`--outp` for `--output`). On top of that, built-in
   refusals of flags that run programs or follow symlinks out of the root
-  apply whatever the profile says (`tools.flags`), and git runs with its
+  apply whatever the profile says (`tools.flags`; a program that follows
+  symlinks by default, diff, gets the flag that stops it), and git runs with its
   program-running settings switched off (`tools.git`). Checks of flags stop
   at `--` (what follows is operands), except for find. They are a floor, not
   a guarantee: allowing an interpreter, a shell, a build tool or a launcher
@@ -48,6 +49,7 @@ from gbr_node.tools.base import Params, Tool, ToolResult
 from gbr_node.tools.flags import (
     GitParts,
     abbreviates,
+    forced_flags,
     git_parts,
     option_arguments,
     refused_argument,
@@ -218,7 +220,8 @@ class CommandRunner:
             raise ToolError(f"run_command: cwd {cwd!r} is not a folder")
         resolve_path_args(self._sandbox, where.relative, args)
         if parts is None:
-            return Prepared([program.executable, *args], where.path, self._env)
+            argv = [program.executable, *forced_flags(program.kinds), *args]
+            return Prepared(argv, where.path, self._env)
         for folder in _git_folders(self._sandbox, where.relative, parts):
             resolve_path_args(self._sandbox, folder, args)
         guard = self._git.setdefault(

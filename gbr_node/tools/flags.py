@@ -10,7 +10,7 @@ flags that:
 - make the program follow symlinks by itself, so that it reads (or changes)
   what a link inside the root points to outside it, which the path checks
   of the arguments never see (`find -L`, `ls -L`, `du -L`, `grep -R`,
-  `cp -L`, `tar -h`, `rg -L`, `diff -r` without `--no-dereference`, ...);
+  `cp -L`, `tar -h`, `rg -L`, ...);
 - take the names to work on from a file, unchecked (`find -files0-from`,
   `tar -T`, `du --files0-from`, ...), or write outside the root (`tar -P`).
 
@@ -23,10 +23,15 @@ dash-less first argument (`tar chf`), and find's single-dash words. Checks
 stop at `--`, which ends the options (`git log -- -c` names a path), except
 for find, whose expression goes on after it.
 
+A program that follows symlinks by default is run with the flag that stops it
+(`FORCED`): GNU diff compares what links point to, even without `-r`, so it
+always gets `--no-dereference`.
+
 git is parsed as git parses itself: global options first (`git -C sub
 status`: the subcommand is `status`), where `-c`, `--config-env` and
-`--exec-path` are refused, then the subcommand and its own flags. `git_parts`
-is that parse; `tools.git` closes the doors git's configuration opens.
+`--exec-path` are refused, then the subcommand and its own flags (`-c` and
+`--config-env` are refused there too, see `GIT_RULES`). `git_parts` is that
+parse; `tools.git` closes the doors git's configuration opens.
 """
 
 from __future__ import annotations
@@ -40,7 +45,6 @@ NAMES_FROM_FILE = "makes {program} take the names to work on from a file, unchec
 WRITES = "makes {program} delete or write files of its own choosing"
 ABSOLUTE = "lets tar keep absolute and '..' member names, writing outside the allowed root"
 REMOTE = "names a remote archive or file (host:path): tar would run rsh/ssh; write ./NAME"
-DIFF_FOLLOWS = "diff -r follows symlinks out of the allowed root; add --no-dereference"
 SUBMODULES = "makes git look into submodules, whose own config could run programs"
 OPENS_MANUAL = "opens git's manual in a pager or browser"
 
@@ -50,16 +54,14 @@ class FlagRules:
     """What the built-in list refuses for one kind of program.
 
     `short`: letter -> reason, refused inside a short-option cluster.
-    `long`: long option -> reason, refused with `=value`, as any
-    abbreviation, and as a prefix (`--exec` refuses `--exec-path`). `words`:
+    `long`: long option -> reason, refused with `=value` and as any
+    abbreviation. `words`:
     argument -> reason, refused exactly, and as a prefix when the word starts
     with a dash (find's `-exec`, interpreters' `-c` glued to its code).
     `takes_value`:
     short letters whose value is the rest of the cluster. `dashdash`: `--`
     ends the options. `old_style`: a first argument without a dash is a
-    cluster of letters (tar). `cured_by`: an argument that lifts every
-    refusal of these rules when present (diff's `--no-dereference`). Reasons
-    may name `{program}`.
+    cluster of letters (tar). Reasons may name `{program}`.
     """
 
     short: Mapping[str, str] = field(default_factory=dict)
@@ -68,7 +70,6 @@ class FlagRules:
     takes_value: str = ""
     dashdash: bool = True
     old_style: bool = False
-    cured_by: str | None = None
 
 
 def _same(reason: str, *flags: str) -> dict[str, str]:
@@ -139,12 +140,6 @@ RULES: dict[str, FlagRules] = {
         takes_value="bCfFgHIKLNTVX",
         old_style=True,
     ),
-    "diff": FlagRules(
-        short={"r": DIFF_FOLLOWS},
-        long={"--recursive": DIFF_FOLLOWS},
-        takes_value="CDFILSUWXx",
-        cured_by="--no-dereference",
-    ),
     "sort": FlagRules(
         long={"--compress-program": RUNS, "--files0-from": NAMES_FROM_FILE},
         takes_value="kostT",
@@ -166,6 +161,11 @@ RULES: dict[str, FlagRules] = {
     "perl": FlagRules(short=_same(RUNS, "e", "E"), words=_same(RUNS, "-e", "-E")),
     "ruby": FlagRules(short={"e": RUNS}, words={"-e": RUNS}),
 }
+FORCED: dict[str, tuple[str, ...]] = {"diff": ("--no-dereference",)}
+"""Program kind -> flags put before the given arguments, so that it cannot follow
+symlinks out of the root: GNU diff compares the targets of links in the folders
+it compares (with or without `-r`) unless told `--no-dereference`."""
+
 ALIASES = {"egrep": "grep", "fgrep": "grep", "rgrep": "grep", "chown": "chmod", "chgrp": "chmod"}
 
 GIT_GLOBAL_RULES = FlagRules(
@@ -180,12 +180,14 @@ GIT_GLOBAL_RULES = FlagRules(
 setting (`core.pager`, `core.hooksPath`), `--exec-path` picks where helpers run from."""
 
 GIT_RULES = FlagRules(
+    words={"-c": RUNS},
     long={
         **_same(
             RUNS,
+            "--config-env",
             "--upload-pack",
             "--receive-pack",
-            "--exec",  # also --exec-path; rebase/archive --exec
+            "--exec",  # rebase -x, archive --exec
             "--extcmd",  # difftool
             "--ext-diff",  # diff.external, diff drivers
             "--open-files-in-pager",  # grep -O
@@ -196,7 +198,11 @@ GIT_RULES = FlagRules(
     },
 )
 """Flags of any git subcommand that run programs (`--ext-diff` would run the
-external diff drivers that `tools.git` keeps from running)."""
+external diff drivers that `tools.git` keeps from running). `-c` and
+`--config-env` are refused after the subcommand too (`git log -c` included):
+should a newer git take a global option with a separate value that
+`git_parts` does not know, the subcommand git sees comes later than ours, and
+a `-c` we took for the subcommand's would be git's own."""
 
 GIT_SUBCOMMAND_RULES: dict[str, FlagRules | None] = {
     **dict.fromkeys(
@@ -225,7 +231,16 @@ GIT_SUBCOMMAND_RULES: dict[str, FlagRules | None] = {
 """git subcommand -> its own refusals, or None when it is refused outright."""
 
 _GIT_GLOBAL_WITH_VALUE = frozenset(
-    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"}
+    {
+        "-C",
+        "-c",
+        "--git-dir",
+        "--work-tree",
+        "--namespace",
+        "--config-env",
+        "--super-prefix",
+        "--attr-source",
+    }
 )
 
 
@@ -267,10 +282,10 @@ def abbreviates(name: str, option: str) -> bool:
 
 
 def _long_refusal(name: str, rules: FlagRules) -> str | None:
-    """The reason `--name` (no `=value`) is refused: it is a refused long option, an
-    abbreviation of one, or one with a longer name."""
+    """The reason `--name` (no `=value`) is refused: it is a refused long option or
+    an abbreviation of one."""
     for option, reason in rules.long.items():
-        if abbreviates(name, option) or name.startswith(option):
+        if abbreviates(name, option):
             return reason
     return None
 
@@ -306,6 +321,11 @@ def options(args: Sequence[str], rules: FlagRules) -> Iterator[tuple[int, str]]:
         yield index, arg
 
 
+def forced_flags(kinds: Iterable[str]) -> list[str]:
+    """The `FORCED` flags of a program of `kinds`, to go before its arguments."""
+    return [flag for kind in sorted(kinds) for flag in FORCED.get(ALIASES.get(kind, kind), ())]
+
+
 def option_arguments(kinds: Iterable[str], args: Sequence[str]) -> list[str]:
     """The arguments of `args` that a program of `kinds` can read as options: those
     before `--`, or all of them for find (its expression goes on after `--`)."""
@@ -315,8 +335,6 @@ def option_arguments(kinds: Iterable[str], args: Sequence[str]) -> list[str]:
 
 def first_refused(args: Sequence[str], rules: FlagRules, program: str) -> Refused | None:
     """The first of `args` that `rules` refuses, or None. Pure."""
-    if rules.cured_by is not None and any(a == rules.cured_by for _, a in options(args, rules)):
-        return None
     for index, arg in options(args, rules):
         reason = _refusal(arg, rules, first=index == 0)
         if reason is not None:
@@ -372,7 +390,7 @@ def _git_refused(args: Sequence[str]) -> Refused | None:
     return first_refused(parts.rest, GIT_RULES, "git")
 
 
-def refused_argument(kinds: Sequence[str] | frozenset[str], args: Sequence[str]) -> Refused | None:
+def refused_argument(kinds: Iterable[str], args: Sequence[str]) -> Refused | None:
     """The first argument of `args` (argv[1:]) that the built-in list refuses for a
     program of any of `kinds` (normalised names such as "git", "python"), or None.
     Pure."""

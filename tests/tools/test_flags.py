@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from gbr_node.tools.flags import FOLLOWS, RUNS, git_parts, option_arguments, refused_argument
+from gbr_node.tools.flags import (
+    FOLLOWS,
+    RUNS,
+    forced_flags,
+    git_parts,
+    option_arguments,
+    refused_argument,
+)
 
 RUNS_PROGRAMS = [
     ("git", ["-c", "core.pager=sh", "log"], "-c"),
@@ -19,6 +26,13 @@ RUNS_PROGRAMS = [
     ("git", ["--config-env=core.pager=X", "log"], "--config-env=core.pager=X"),
     ("git", ["--exec-path=/tmp", "status"], "--exec-path=/tmp"),
     ("git", ["-C", "sub", "-c", "core.fsmonitor=x", "status"], "-c"),
+    # -c anywhere before --: a newer git global option with a separate value that we
+    # do not know would put git's subcommand later than ours
+    ("git", ["--attr-source", "HEAD", "-c", "core.fsmonitor=x", "log"], "-c"),
+    ("git", ["--future-option", "v", "-c", "core.fsmonitor=x", "log"], "-c"),
+    ("git", ["log", "-c"], "-c"),
+    ("git", ["grep", "-ci", "x"], "-ci"),
+    ("git", ["log", "--config-env=core.pager=E"], "--config-env=core.pager=E"),
     ("git", ["fetch", "--upload-pack=touch x", "origin"], "--upload-pack=touch x"),
     ("git", ["fetch", "--upload-p=touch x", "origin"], "--upload-p=touch x"),
     ("git", ["push", "--receive-pack", "x"], "--receive-pack"),
@@ -124,10 +138,6 @@ FOLLOWS_LINKS = [
     ("tar", ["-x", "--absolute-names", "-f", "a.tar"], "--absolute-names"),
     ("rg", ["-L", "x"], "-L"),
     ("rg", ["--follow", "x"], "--follow"),
-    ("diff", ["-r", "a", "b"], "-r"),
-    ("diff", ["-ru", "a", "b"], "-ru"),
-    ("diff", ["--recursive", "a", "b"], "--recursive"),
-    ("diff", ["-r", "a", "b", "--", "--no-dereference"], "-r"),  # a file name after --
     ("tree", ["-l"], "-l"),
     ("chown", ["-RL", "u", "."], "-RL"),
 ]  # fmt: skip
@@ -136,8 +146,8 @@ NOT_REFUSED = [
     ("git", ["status", "--short"]),
     ("git", ["add", "-u"]),
     ("git", ["log", "--oneline", "-x"]),
-    ("git", ["log", "-c"]),  # combined diff format, not -c NAME=VALUE
-    ("git", ["grep", "-c", "x"]),  # count
+    ("git", ["log", "-Sfunc"]),  # pickaxe: the string is glued
+    ("git", ["grep", "--count", "x"]),
     ("git", ["grep", "-eO", "x"]),  # the pattern "O"
     ("git", ["-C", "sub", "status"]),
     ("git", ["--version"]),
@@ -165,7 +175,7 @@ NOT_REFUSED = [
     ("tar", ["-c", "--mtime=2020-01-01 00:00", "-f", "a.tar", "x"]),
     ("tar", ["-C", "sub", "-cf", "a.tar", "."]),
     ("diff", ["-u", "a", "b"]),
-    ("diff", ["-r", "--no-dereference", "a", "b"]),
+    ("diff", ["-r", "a", "b"]),  # run with --no-dereference (FORCED)
     ("python", ["-m", "pytest", "-q"]),
     ("sort", ["-k2", "x"]),
     ("wc", ["-l", "x"]),
@@ -193,6 +203,11 @@ def test_flags_that_make_a_program_follow_links_are_refused(kind, args, refused)
 @pytest.mark.parametrize(("kind", "args"), NOT_REFUSED, ids=_ids(NOT_REFUSED))
 def test_ordinary_flags_are_left_alone(kind, args):
     assert refused_argument({kind}, args) is None
+
+
+def test_diff_is_always_told_not_to_follow_links():
+    assert forced_flags({"diff"}) == ["--no-dereference"]
+    assert forced_flags({"ls", "grep"}) == []
 
 
 def test_reasons_say_why_in_words_naming_the_program():
