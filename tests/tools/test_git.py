@@ -210,6 +210,23 @@ def _submodule_filter(s: Scene):
     return ["status"]
 
 
+def _git_option(*args: str, external: bool = False):
+    """git options that open a program named on the command line (`{evil}`: a copy
+    of it the agent wrote inside the root, which the path checks let through)."""
+
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        (nested / "a.txt").write_text("changed\n")
+        if external:
+            s.config(nested, ("diff.external", s.evil))
+        planted = s.root / "tools" / "evil"
+        planted.parent.mkdir()
+        shutil.copy2(s.evil, planted)
+        return ["-C", "sub", *(a.format(evil=planted) for a in args)]
+
+    return setup
+
+
 # (name, setup returning git's argv[1:]); every setup makes git run `evil` today
 SIDE_DOORS = [
     ("root_repository_fsmonitor", _root_fsmonitor),
@@ -235,6 +252,12 @@ SIDE_DOORS = [
     ("gpg_program_on_log", _signature_check),
     ("archive_command", _archive_command),
     ("submodule_config_through_status", _submodule_filter),
+    ("grep_O", _git_option("grep", "-O{evil}", "changed")),
+    ("grep_nO", _git_option("grep", "-nO{evil}", "changed")),
+    ("grep_open_files_in_pager", _git_option("grep", "--open-files-in-pager={evil}", "changed")),
+    ("grep_open_files_abbreviated", _git_option("grep", "--open-files={evil}", "changed")),
+    ("diff_ext_diff", _git_option("diff", "--ext-diff", external=True)),
+    ("log_ext_diff", _git_option("log", "-p", "--ext-diff", "-1", external=True)),
 ]
 
 
