@@ -60,9 +60,12 @@ class CommandRule(_Frozen):
     `name` is what the model puts in argv[0] (a bare program name such as
     "git"). `path` pins the executable; when omitted it is looked up on PATH
     once, when the profile loads. `subcommands`, when given, lists the only
-    values argv[1] may take. `deny_args` are arguments refused anywhere in
-    argv[1:], matched exactly or as a prefix (`"-c"` also refuses `-cfoo`,
-    `"--exec"` also refuses `--exec=...`).
+    values the subcommand may take: argv[1], or for git the first argument
+    after its global options (`git -C sub status` runs `status`). `deny_args`
+    are arguments refused in argv[1:] up to `--` (after it come operands),
+    matched exactly or as a prefix (`"-c"` also refuses `-cfoo`, `"--exec"`
+    also refuses `--exec=...`), and a long option also in any abbreviation
+    (`"--output"` refuses `--outp`).
     """
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[^/\\\x00]+$")]
