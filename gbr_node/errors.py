@@ -11,7 +11,9 @@ The tree says who is at fault (STYLE.md, "Errors say who is at fault"):
     ├── UnknownTool         no such tool, or not enabled or granted
     ├── InvalidArguments    tool arguments failed validation (-32602)
     ├── ToolError           a tool ran into a user-visible problem (file missing,
-    │                       no match for an edit, command failed to start, ...)
+    │   │                   no match for an edit, command failed to start, ...)
+    │   └── NotConfined     a command was not run: the OS sandbox could not be
+    │                       applied to it (GBR-CONF-01)
     ├── RpcError            JSON-RPC 2.0 errors; subclasses below say whose fault
     │   ├── LocalProtocolError   we would send something invalid
     │   └── RemoteProtocolError  the peer sent something invalid
@@ -108,6 +110,11 @@ class ApprovalRequired(GbrError):
 
 class ToolError(GbrError):
     """A tool could not do what was asked; the message is shown to the model."""
+
+
+class NotConfined(ToolError):
+    """A command was not run because it could not be confined (GBR-CONF-01): the OS
+    sandbox failed for it, or the profile requires one the OS does not offer."""
 
 
 class RpcError(GbrError):

@@ -48,6 +48,8 @@ DIAL_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}(/p2p/[1-9A-HJ-NP-
 """A TCP multiaddr to dial a peer at, with or without its /p2p/<peer ID> ending."""
 PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,128}$"
 """A base58btc libp2p peer ID as `gbr-node id` prints it, e.g. 12D3KooW..."""
+ABSOLUTE_PATH = r"^(/|~/|~$)[^\x00]*$"
+"""An absolute path, or one from the home folder (`~/...`), without NUL bytes."""
 
 
 class _Frozen(BaseModel):
@@ -75,11 +77,24 @@ class CommandRule(_Frozen):
 
 
 class RunCommandConfig(_Frozen):
-    """`[tools.run_command]`: allow-list, time limit (seconds), output cap (bytes)."""
+    """`[tools.run_command]`: allow-list, time limit (seconds), output cap (bytes), and
+    the OS confinement of commands (GBR-CONF-01).
+
+    `confine`: "auto" confines commands where the OS can and otherwise runs
+    them unconfined, saying so; "required" refuses to run a command it cannot
+    confine; "off" never confines. `network`: commands may open network
+    connections. `read_paths`: extra folders or files commands may read and
+    execute (`~` allowed). `secret_paths`: paths commands may never read, on
+    top of the built-in list (globs, `~` allowed).
+    """
 
     allow: tuple[CommandRule, ...] = ()
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     max_output_bytes: Annotated[int, Field(gt=0, le=64 * 1024 * 1024)] = 64 * 1024
+    confine: Literal["auto", "required", "off"] = "auto"
+    network: bool = False
+    read_paths: tuple[Annotated[str, Field(pattern=ABSOLUTE_PATH)], ...] = ()
+    secret_paths: tuple[Annotated[str, Field(pattern=ABSOLUTE_PATH)], ...] = ()
 
     @field_validator("allow", mode="before")
     @classmethod

@@ -104,6 +104,19 @@ class ProtectedMatcher:
             sources.append(glob_to_regex(flavour.key(text)))
         self._regex = re.compile(f"(?:{'|'.join(sources)})(?:/.*)?", re.DOTALL)
 
+    def depth(self) -> int | None:
+        """How many names deep a protected entry can be, or None when a `**` makes
+        it any depth. A trailing `**` adds nothing: a match protects all below."""
+        deepest = 1
+        for pattern in self.patterns:
+            names = [n for n in pattern.replace("\\", "/").split("/") if n not in ("", ".")]
+            while names and names[-1] == "**":
+                names.pop()
+            if "**" in names:
+                return None
+            deepest = max(deepest, len(names))
+        return deepest
+
     def matches(self, relative: str) -> bool:
         """True if `relative` (POSIX form, no "." or ".." names) is protected."""
         if relative == ".":

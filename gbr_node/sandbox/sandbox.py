@@ -178,6 +178,28 @@ class Sandbox:
             found.extend(base + name for name in filenames if self._matcher.matches(base + name))
         return sorted(found)
 
+    def protected_entries(self) -> list[str]:
+        """Sorted root-relative paths of the protected entries that exist now, the
+        topmost ones only (a protected folder stands for all below it).
+
+        Walks no deeper than a pattern can match (`ProtectedMatcher.depth`:
+        the root's own entries for the default profile), lists symlinks
+        without following them, and skips folders it cannot read. For
+        confined commands (GBR-CONF-01), which must not write these.
+        """
+        depth = self._matcher.depth()
+        found = []
+        for dirpath, dirnames, filenames in os.walk(self._root):
+            here = self._relative_of(dirpath)
+            base = "" if here == "." else here + "/"
+            kept = []
+            for name in dirnames:
+                (found if self._matcher.matches(base + name) else kept).append(name)
+            level = 0 if here == "." else here.count("/") + 1
+            dirnames[:] = kept if depth is None or level + 1 < depth else []
+            found.extend(base + name for name in filenames if self._matcher.matches(base + name))
+        return sorted(found)
+
     def write_atomic(self, path: pathlib.Path, data: bytes) -> None:
         """Replace the file at `path` (a `Resolved.path`) with `data`, atomically.
 

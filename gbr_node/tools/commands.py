@@ -43,6 +43,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from gbr_node.config.profile import CommandRule, RunCommandConfig
+from gbr_node.confine import for_commands
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools.base import Params, Tool, ToolResult
@@ -179,6 +180,8 @@ class CommandRunner:
         self._sandbox = sandbox
         trusted = trusted_search_path(search_path, sandbox.root)
         self.allowed = resolve_allow_list(config, sandbox.root, trusted)
+        executables = tuple(program.executable for program in self.allowed.values())
+        self._policy = for_commands(config, sandbox, executables)
         self._env = scrubbed_environment(os.environ)
         self._env["PATH"] = trusted
         self._git: dict[str, GitGuard] = {}
@@ -236,7 +239,12 @@ class CommandRunner:
         timeout = limit if params.timeout_s is None else min(params.timeout_s, limit)
         cap = self._config.max_output_bytes
         done = run_bounded(
-            command.argv, cwd=command.cwd, env=command.env, timeout_s=timeout, max_output_bytes=cap
+            command.argv,
+            cwd=command.cwd,
+            env=command.env,
+            timeout_s=timeout,
+            max_output_bytes=cap,
+            policy=self._policy,
         )
         lines = [f"$ {shlex.join(params.argv)}"]
         if done.timed_out:
@@ -274,6 +282,18 @@ def _describe(runner: CommandRunner, config: RunCommandConfig) -> str:
         f"Allowed programs: {', '.join(programs) or 'none'}. "
         f"Time limit {config.timeout_s:g} s; output is cut at {config.max_output_bytes} bytes. "
         "Paths outside the project folder are refused. A non-zero exit is reported as an error."
+        + _confinement_note(config)
+    )
+
+
+def _confinement_note(config: RunCommandConfig) -> str:
+    if config.confine == "off":
+        return ""
+    network = "with network access" if config.network else "without network access"
+    return (
+        " Where the OS allows, commands are confined: they read only the system folders, "
+        "their own programs and the project, write only the project (not its protected "
+        f"files) and a private TMPDIR/HOME, and run {network}."
     )
 
 

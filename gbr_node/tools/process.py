@@ -1,19 +1,31 @@
-"""Run one program with a time limit and an output cap, and kill its whole process group.
+"""Run one program with a time limit and an output cap, confined where the OS can.
 
-POSIX only (process groups, `os.killpg`, `select` on pipes). The program runs in a
-new session (`start_new_session=True`), so it and every child it spawns share one
-process group that can be killed at once. Output is read while the program runs,
-and at most `max_output_bytes` (stdout and stderr together) are kept; the rest
-is read and dropped, never buffered. Groups still running when the interpreter
-exits (the node stopped by Ctrl-C, SIGTERM or /quit mid-command) are killed
-then too (`kill_running_groups`, registered with `atexit`); after a SIGKILL of
-the node nothing can run, and they live on until their own end.
+POSIX only (process groups, `os.killpg`, `select` on pipes). Output is read
+while the program runs, and at most `max_output_bytes` (stdout and stderr
+together) are kept; the rest is read and dropped, never buffered.
+
+Two kinds of child, one loop:
+
+- confined (GBR-CONF-01; `confine.spawn`): started by the launcher's fork
+  server; in namespaces mode it is pid 1 of its own pid namespace, so when it
+  exits, or is killed at the time limit, the kernel kills everything it
+  started, daemons that left its process group included;
+- unconfined (`confine = "off"`, or no OS sandbox here): `subprocess.Popen`
+  in a new session, so it and the children that stay in its process group
+  can be killed at once.
+
+Processes still running when the interpreter exits (the node stopped by
+Ctrl-C, SIGTERM or /quit mid-command) are killed then too
+(`kill_running_groups`, registered with `atexit`); after a SIGKILL of the node,
+confined commands die with the launcher's fork server, unconfined groups live
+on until their own end.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import selectors
 import signal
@@ -24,7 +36,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gbr_node.errors import ToolError
+from gbr_node.confine import CommandPolicy, Support, support
+from gbr_node.confine.spawn import parse_reports, spawn
+from gbr_node.errors import NotConfined, ToolError
+
+log = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 64 * 1024
 _POLL_S = 0.05  # how often the leader's exit is checked while its pipes stay open
@@ -35,10 +51,11 @@ _DRAIN_AFTER_EXIT_S = 1.0  # how long pipes held by a detached process are still
 class Completed:
     """What a bounded run produced.
 
-    `exit_code` is the leader's exit status (negative: killed by that signal),
-    `timed_out` says the time limit ran out before the leader exited (the group
-    was then killed), `stdout`/`stderr` are the kept bytes, and `dropped_bytes`
-    counts output read past the cap and thrown away.
+    `exit_code` is the program's exit status (negative: killed by that signal),
+    `timed_out` says the time limit ran out before it exited (then it and what
+    it started were killed), `stdout`/`stderr` are the kept bytes,
+    `dropped_bytes` counts output read past the cap and thrown away, and
+    `confined` names the confinement it ran under (`Support.mode`, or None).
     """
 
     exit_code: int
@@ -46,38 +63,143 @@ class Completed:
     stdout: bytes
     stderr: bytes
     dropped_bytes: int
+    confined: str | None = None
 
 
-_running_groups: set[int] = set()
+class _Unconfined:
+    """A Popen child in its own session; `kill` kills its process group."""
+
+    def __init__(self, args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> None:
+        try:
+            self._proc = subprocess.Popen(
+                list(args),
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise ToolError(f"could not start {args[0]}: {exc.strerror or exc}") from exc
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        self.outputs = (self._proc.stdout.fileno(), self._proc.stderr.fileno())
+        self.status = None
+
+    def has_exited(self) -> bool:
+        """True once the leader has exited. Where `os.waitid` exists it is left a
+        zombie (not reaped), so its process group id cannot be reused before
+        `kill` runs; elsewhere (macOS before Python 3.13) it is reaped."""
+        if hasattr(os, "waitid"):
+            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+            return os.waitid(os.P_PID, self._proc.pid, flags) is not None
+        return self._proc.poll() is not None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+            os.killpg(self._proc.pid, signal.SIGKILL)
+
+    def finish(self) -> int:
+        self.kill()
+        self._proc.wait()
+        return self._proc.returncode
+
+    def close(self) -> None:
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class _Confined:
+    """A child of the launcher: exit known from its status pipe (see launcher.py)."""
+
+    def __init__(
+        self,
+        policy: CommandPolicy,
+        found: Support,
+        args: Sequence[str],
+        cwd: Path,
+        env: Mapping[str, str],
+    ) -> None:
+        self._program = args[0]
+        self._process = spawn(
+            policy, list(args), cwd=cwd, env=env, abi=found.abi, namespaces=found.namespaces
+        )
+        self.outputs = (self._process.stdout, self._process.stderr)
+        self.status = self._process.status
+        self._reports = b""
+        self._closed = False
+
+    def on_status(self, chunk: bytes) -> None:
+        """Data from the status pipe; b"" when it closed."""
+        self._reports += chunk
+        self._closed = self._closed or not chunk
+
+    def has_exited(self) -> bool:
+        return self._closed or any(r.kind in "FX" for r in parse_reports(self._reports))
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def finish(self) -> int:
+        """The exit code. Raises NotConfined (nothing ran) or ToolError (not started)."""
+        self.kill()
+        reports = parse_reports(self._reports)
+        for report in reports:
+            if report.kind == "F":
+                log.warning("confinement failed, %s not run: %s", self._program, report.text)
+                raise NotConfined(
+                    f"not run: the OS sandbox could not be applied to this command "
+                    f"({report.text}); nothing was started"
+                )
+            if report.kind == "E":
+                raise ToolError(f"could not start {self._program}: {report.text}")
+        exited = [r for r in reports if r.kind == "X"]
+        if exited:
+            return os.waitstatus_to_exitcode(exited[0].wait_status)
+        return -signal.SIGKILL  # the launcher was killed (time limit, or by hand)
+
+    def close(self) -> None:
+        self._process.close()
+
+
+_Child = _Unconfined | _Confined
+_running: set[_Child] = set()
 _running_lock = threading.Lock()
 
 
 def kill_running_groups() -> int:
-    """SIGKILL every process group `run_bounded` started that is still running; returns
-    how many. Called at interpreter exit; safe to call at any time."""
+    """SIGKILL every command `run_bounded` started that is still running (with what it
+    started); returns how many. Called at interpreter exit; safe to call at any time."""
     with _running_lock:
-        groups = list(_running_groups)
-    for pgid in groups:
-        _kill_group(pgid)
-    return len(groups)
+        children = list(_running)
+    for child in children:
+        child.kill()
+    return len(children)
 
 
 atexit.register(kill_running_groups)
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
-        os.killpg(pgid, signal.SIGKILL)
+def confinement(policy: CommandPolicy | None) -> Support | None:
+    """The confinement `policy` gets here, or None to run unconfined (no policy,
+    `mode = "off"`, or no OS sandbox and `mode = "auto"`).
 
-
-def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
-    """True once the leader has exited. Where `os.waitid` exists it is left a
-    zombie (not reaped), so its process group id cannot be reused before
-    `_kill_group` runs; elsewhere (macOS before Python 3.13) it is reaped."""
-    if hasattr(os, "waitid"):
-        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-        return os.waitid(os.P_PID, proc.pid, flags) is not None
-    return proc.poll() is not None
+    Raises:
+        NotConfined: `mode = "required"` and this system offers no confinement.
+    """
+    if policy is None or policy.mode == "off":
+        return None
+    found = support()
+    if found.mode is not None:
+        return found
+    if policy.mode == "required":
+        raise NotConfined(
+            'not run: the profile requires confinement (confine = "required") and '
+            f"{found.describe()}"
+        )
+    return None
 
 
 def run_bounded(
@@ -87,35 +209,28 @@ def run_bounded(
     env: Mapping[str, str],
     timeout_s: float,
     max_output_bytes: int,
+    policy: CommandPolicy | None = None,
 ) -> Completed:
     """Run `args` (args[0] an absolute executable; no shell) in `cwd` with `env`.
 
     Blocks at most about `timeout_s` seconds (plus the time a SIGKILL takes).
-    stdin is /dev/null. When the time runs out, or when the leader exits while
-    processes it started are still in its group, the whole group is killed
-    with SIGKILL, so no child outlives the call.
+    stdin is /dev/null. When the time runs out, or when the program exits while
+    processes it started still run, they are all killed with SIGKILL.
+    `policy` confines the program as `confinement(policy)` says (GBR-CONF-01);
+    a confined program also gets its own TMPDIR and HOME (`confine.plan`).
 
     Raises:
-        ToolError: the program could not be started (missing, not executable);
-            translated from the OSError.
+        ToolError: the program could not be started (missing, not executable).
+        NotConfined: the policy could not be applied; nothing ran.
     """
-    try:
-        proc = subprocess.Popen(
-            list(args),
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
-    except OSError as exc:
-        raise ToolError(f"could not start {args[0]}: {exc.strerror or exc}") from exc
+    found = confinement(policy)
+    if found is not None and policy is not None:
+        child: _Child = _Confined(policy, found, args, cwd, env)
+    else:
+        child = _Unconfined(args, cwd, env)
     with _running_lock:
-        _running_groups.add(proc.pid)
-    assert proc.stdout is not None and proc.stderr is not None
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        _running.add(child)
+    out_fd, err_fd = child.outputs
     kept = {out_fd: bytearray(), err_fd: bytearray()}
     budget = max_output_bytes
     dropped = 0
@@ -123,15 +238,21 @@ def run_bounded(
     exited = timed_out = False
     selector = selectors.DefaultSelector()
     try:
-        for fd in kept:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
+        for fd in (*kept, child.status):
+            if fd is not None:
+                selector.register(fd, selectors.EVENT_READ)
+        while any(fd in kept for fd in selector.get_map()):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = not exited
                 break
             for key, _ in selector.select(min(remaining, _POLL_S)):
                 chunk = os.read(key.fd, _CHUNK_BYTES)
+                if key.fd == child.status:
+                    child.on_status(chunk)
+                    if not chunk:
+                        selector.unregister(key.fd)
+                    continue
                 if not chunk:
                     selector.unregister(key.fd)
                     continue
@@ -139,28 +260,39 @@ def run_bounded(
                 kept[key.fd] += keep
                 budget -= len(keep)
                 dropped += len(chunk) - len(keep)
-            if not exited and _has_exited(proc):
+            if not exited and child.has_exited():
                 exited = True
-                _kill_group(proc.pid)  # leftovers die with the command
+                child.kill()  # leftovers die with the command
                 deadline = min(deadline, time.monotonic() + _DRAIN_AFTER_EXIT_S)
         if not exited and not timed_out:
-            # Both pipes closed but the leader still runs: wait out the limit.
-            try:
-                proc.wait(timeout=max(deadline - time.monotonic(), 0))
-            except subprocess.TimeoutExpired:
-                timed_out = True
+            timed_out = not _wait_exit(child, selector, deadline)
+        exit_code = child.finish()
     finally:
         selector.close()
-        _kill_group(proc.pid)
-        proc.wait()
+        child.kill()
         with _running_lock:
-            _running_groups.discard(proc.pid)
-        proc.stdout.close()
-        proc.stderr.close()
+            _running.discard(child)
+        child.close()
     return Completed(
-        exit_code=proc.returncode,
+        exit_code=exit_code,
         timed_out=timed_out,
         stdout=bytes(kept[out_fd]),
         stderr=bytes(kept[err_fd]),
         dropped_bytes=dropped,
+        confined=found.mode if found is not None else None,
     )
+
+
+def _wait_exit(child: _Child, selector: selectors.BaseSelector, deadline: float) -> bool:
+    """Both output pipes closed but the program still runs: wait for its exit until
+    `deadline`; False when the time ran out."""
+    while not child.has_exited():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        for key, _ in selector.select(min(remaining, _POLL_S)):
+            chunk = os.read(key.fd, _CHUNK_BYTES)
+            child.on_status(chunk)
+            if not chunk:
+                selector.unregister(key.fd)
+    return True

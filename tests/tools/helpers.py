@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
+import time
 from pathlib import Path
+
+_naps = itertools.count(1)
 
 
 def make_program(folder: Path, name: str, body: str) -> Path:
@@ -36,3 +40,37 @@ def tree_snapshot(folder: Path) -> dict[str, bytes | str]:
             else:
                 found[rel] = full.read_bytes()
     return found
+
+
+def unique_nap() -> str:
+    """A `sleep` duration no other process has (about 300 s): its argv finds it in /proc,
+    whatever pid namespace it runs in."""
+    return f"3{os.getpid() % 100:02d}.{next(_naps):04d}"
+
+
+def processes_with(word: str) -> list[int]:
+    """Pids of the live (not zombie) processes whose argv holds `word` exactly."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as status:
+                zombie = status.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if word.encode() in argv and not zombie:
+            found.append(int(entry))
+    return found
+
+
+def wait_no_process_with(word: str, timeout_s: float = 10.0) -> bool:
+    """True once no live process has `word` in its argv (waits up to `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    while processes_with(word):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -11,7 +11,7 @@ import pytest
 
 from gbr_node.errors import InvalidArguments, SecurityViolation
 from tests.tools.conftest import SYSTEM_PATH
-from tests.tools.helpers import make_program, text_of
+from tests.tools.helpers import make_program, text_of, unique_nap, wait_no_process_with
 
 ECHO_ARGS = 'for a in "$@"; do echo "arg:$a"; done'
 
@@ -22,24 +22,6 @@ def rule(name: str, **fields: object) -> dict[str, object]:
 
 def commands(*rules: object, **limits: object) -> dict[str, object]:
     return {"run_command": {"allow": list(rules), **limits}}
-
-
-def is_gone(pid: int) -> bool:
-    """True when `pid` no longer runs (absent, or a zombie nobody reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-def wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if is_gone(pid):
-            return True
-        time.sleep(0.02)
-    return is_gone(pid)
 
 
 def read_pid(path: Path, timeout_s: float = 10.0) -> int:
@@ -224,14 +206,18 @@ def test_environment_is_scrubbed_of_secrets_and_injection_variables(make_registr
         assert f"{name}=" not in text
 
 
-def test_timeout_kills_the_whole_process_group(make_registry, bin_dir, root):
-    make_program(bin_dir, "spawner", "sleep 300 &\necho $! > grand.pid\necho $$ > child.pid\nwait")
-    registry = make_registry(search_path=f"{bin_dir}:{SYSTEM_PATH}", **commands("spawner"))
+@pytest.mark.parametrize("confine", ["off", "auto"])
+def test_timeout_kills_the_whole_process_group(make_registry, bin_dir, root, confine):
+    nap = unique_nap()
+    make_program(bin_dir, "spawner", f"sleep {nap} &\necho $! > grand.pid\nwait")
+    registry = make_registry(
+        search_path=f"{bin_dir}:{SYSTEM_PATH}", **commands("spawner", confine=confine)
+    )
     result = registry.call("run_command", {"argv": ["spawner"], "timeout_s": 0.5})
     assert result.is_error and result.structured["timed_out"]
     assert "timed out after 0.5 s; the process group was killed" in text_of(result)
-    child, grandchild = read_pid(root / "child.pid"), read_pid(root / "grand.pid")
-    assert wait_gone(child) and wait_gone(grandchild)
+    read_pid(root / "grand.pid")
+    assert wait_no_process_with(nap)
 
 
 def test_timeout_is_capped_by_the_profile_limit(make_registry, bin_dir):
@@ -243,12 +229,19 @@ def test_timeout_is_capped_by_the_profile_limit(make_registry, bin_dir):
     assert "timed out after 0.3 s" in text_of(result)
 
 
-def test_background_children_do_not_outlive_a_finished_command(make_registry, bin_dir, root):
-    make_program(bin_dir, "leaver", "sleep 300 &\necho $! > grand.pid\necho done")
-    registry = make_registry(search_path=f"{bin_dir}:{SYSTEM_PATH}", **commands("leaver"))
+@pytest.mark.parametrize("confine", ["off", "auto"])
+def test_background_children_do_not_outlive_a_finished_command(
+    make_registry, bin_dir, root, confine
+):
+    nap = unique_nap()
+    make_program(bin_dir, "leaver", f"sleep {nap} &\necho $! > grand.pid\necho done")
+    registry = make_registry(
+        search_path=f"{bin_dir}:{SYSTEM_PATH}", **commands("leaver", confine=confine)
+    )
     result = registry.call("run_command", {"argv": ["leaver"]})
     assert not result.is_error and "done" in text_of(result)
-    assert wait_gone(read_pid(root / "grand.pid"))
+    read_pid(root / "grand.pid")
+    assert wait_no_process_with(nap)
 
 
 def test_output_cap_counts_stdout_and_stderr_together_and_says_what_was_dropped(

@@ -1,0 +1,477 @@
+"""The confinement launcher: a fork server that confines itself, then execs a command.
+
+Standalone on purpose: it runs as `python -S -I launcher.py zygote FD` and
+imports only the standard library, never gbr_node. The node starts it once
+(`confine.zygote`); it answers every spawn request by forking, so a confined
+command costs a fork, not an interpreter start, and no code runs between fork
+and exec in the node's own (threaded) process: there is no `preexec_fn`.
+
+Everything here is mechanical: the node decides (`confine.plan`), this file
+does what the plan says, in this order, and stops at the first failure without
+running the command (fail closed):
+
+    launcher L (forked by the zygote)
+      namespaces plan: unshare(user, mount, pid, ipc[, net]), map our uid/gid
+      fork -> I, pid 1 of the new pid namespace:
+        mounts: private propagation, a tmpfs new root, the plan's bind mounts
+        (read-only ones via mount_setattr), /dev, a fresh /proc, pivot_root
+      (Landlock-only plan: L is I, nothing above happens)
+      I: drop every capability, no_new_privs, Landlock ruleset, seccomp filter
+      fork -> C: chdir, execve(command); I reaps everything until C exits
+
+Reports go to the status pipe (fd 3 in L), framed as kind, u32 length,
+payload: `F` + text (setup failed, nothing ran), `E` + errno + text (execve
+failed), `X` + wait status (C exited). The zygote's hello is `H` + the
+kernel's Landlock ABI. I is pid 1: when it
+exits the kernel kills whatever is left in the namespace; L and I die with
+their parent (PR_SET_PDEATHSIG), so killing L kills the whole command, and the
+zygote kills every L when the node's socket closes (the node exited).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import marshal
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_SYSCALL = _LIBC.syscall
+_SYSCALL.restype = ctypes.c_long
+
+# Syscalls without a glibc wrapper (asm-generic numbers for the newer ones).
+_NR = {
+    "x86_64": {"pivot_root": 155, "capset": 126, "seccomp": 317},
+    "aarch64": {"pivot_root": 41, "capset": 91, "seccomp": 277},
+}.get(os.uname().machine, {})
+_NR.update(openat2=437, mount_setattr=442)
+_NR.update(landlock_create_ruleset=444, landlock_add_rule=445, landlock_restrict_self=446)
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x20000, 0x08000000, 0x10000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MNT_DETACH, AT_FDCWD, AT_EMPTY_PATH, AT_RECURSIVE = 2, -100, 0x1000, 0x8000
+RESOLVE_NO_SYMLINKS = 0x04
+MOUNT_ATTR = {"ro": 1 | 2 | 4, "rw": 2 | 4, "dev": 2, "rofs": 1 | 2 | 4 | 8}
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER = 1, 24, 36
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+SECCOMP_SET_MODE_FILTER = 1
+O_PATH = getattr(os, "O_PATH", 0o10000000)
+MAX_FD = 1 << 20
+
+
+class SetupError(Exception):
+    """A confinement step failed: the command must not run."""
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("attr_set", "attr_clr", "propagation", "userns")]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _check(result: int, step: str) -> int:
+    if result < 0:
+        code = ctypes.get_errno()
+        raise SetupError(f"{step}: {os.strerror(code)} (errno {code})")
+    return result
+
+
+def _syscall(name: str, step: str, *args: object) -> int:
+    if name not in _NR:
+        raise SetupError(f"{step}: unsupported machine {os.uname().machine}")
+    return _check(_SYSCALL(_NR[name], *args), step)
+
+
+def _prctl(option: int, value: int, step: str) -> None:
+    _check(_LIBC.prctl(option, ctypes.c_ulong(value), 0, 0, 0), step)
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when Landlock is absent or disabled."""
+    result = _SYSCALL(_NR["landlock_create_ruleset"], None, 0, 1)
+    return max(int(result), 0)
+
+
+# -- the pieces of a plan -------------------------------------------------------
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _enter_namespaces(plan: dict) -> None:
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC
+    if not plan["network"]:
+        flags |= CLONE_NEWNET
+    uid, gid = os.getuid(), os.getgid()
+    _check(_LIBC.unshare(flags), "unshare user, mount, pid, ipc and network namespaces")
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError as exc:
+        raise SetupError(f"map uid/gid into the user namespace: {exc.strerror}") from exc
+
+
+def _mountpoint(path: str, like: str) -> None:
+    """Make `path` exist (a folder, or an empty file when `like` is not a folder)."""
+    if os.path.lexists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if like == "dir" or os.path.isdir(like):
+        os.mkdir(path, 0o755)
+    else:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+
+
+def _open_path(path: str, step: str) -> int:
+    """An O_PATH descriptor of `path`, refusing any symlink on the way: plan paths
+    are resolved, so a symlink there was planted after planning (RESOLVE_NO_SYMLINKS)."""
+    how = struct.pack("=QQQ", O_PATH | os.O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS)
+    return _syscall("openat2", f"{step}: {path}", AT_FDCWD, path.encode(), how, len(how))
+
+
+def _set_attr(path: str, attrs: int, recursive: bool, step: str) -> None:
+    """Set mount attributes on the mount whose root is `path` (it was just mounted)."""
+    attr = _MountAttr(attrs, 0, 0, 0)
+    flags = AT_EMPTY_PATH | (AT_RECURSIVE if recursive else 0)
+    fd = _open_path(path, step)
+    try:
+        _syscall("mount_setattr", step, fd, b"", flags, ctypes.byref(attr), 32)
+    finally:
+        os.close(fd)
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None):
+    """mount(2) with the source (for a bind) and the target opened by `_open_path`."""
+    step = f"mount {fstype or source} on {target}"
+    opened = []
+    try:
+        if source is not None and fstype is None:
+            opened.append(_open_path(source, step))
+            source = f"/proc/self/fd/{opened[-1]}"
+        opened.append(_open_path(target, step))
+        target_fd = f"/proc/self/fd/{opened[-1]}"
+        encode = lambda s: None if s is None else s.encode()  # noqa: E731
+        result = _LIBC.mount(
+            encode(source), target_fd.encode(), encode(fstype), flags, encode(data)
+        )
+        _check(result, step)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _build_root(plan: dict) -> None:
+    """Mount the plan's new root and pivot into it; afterwards only what the plan
+    bound in exists (ops: tmpfs, bind, symlink, proc), every path as outside."""
+    new = plan["new_root"]
+    _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+    late = []  # tmpfs made read-only once everything below them is mounted
+    for op in plan["mounts"]:
+        kind, target = op[0], new + op[-1] if op[-1] != "/" else new
+        try:
+            if kind == "tmpfs":
+                _mountpoint(target, "dir")
+                _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, op[1])
+                if op[2]:
+                    late.append((target, op[2], op[-1]))
+            elif kind == "bind":
+                source, attrs = op[1], op[2]
+                _mountpoint(target, source)
+                _mount(source, target, None, MS_BIND | MS_REC, None)
+                _set_attr(target, MOUNT_ATTR[attrs], True, f"{attrs} {op[-1]}")
+            elif kind == "symlink":
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.symlink(op[1], target)
+            elif kind == "proc":
+                _mountpoint(target, "dir")
+                _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        except OSError as exc:
+            raise SetupError(f"{kind} {op[-1]}: {exc.strerror}") from exc
+    for target, attrs, name in reversed(late):
+        _set_attr(target, MOUNT_ATTR[attrs], False, f"{attrs} {name}")
+    os.chdir(new)
+    _syscall("pivot_root", "pivot_root into the new root", b".", b".")
+    _check(_LIBC.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+    _set_attr("/", MOUNT_ATTR["ro"], False, "read-only new root")
+
+
+def _drop_capabilities() -> None:
+    """Empty the bounding, ambient, effective, permitted and inheritable sets, so that
+    nothing exec'd later (root included) holds a capability."""
+    cap = 0
+    while _LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
+        cap += 1
+    if cap == 0 and ctypes.get_errno() == errno.EPERM:
+        pass  # no CAP_SETPCAP: an ordinary user, whose bounding set gives nothing anyway
+    _LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    _syscall("capset", "drop capabilities", header, bytes(24))
+
+
+def _landlock(rules: dict) -> None:
+    """Create the plan's ruleset (fs, net, scopes handled) and restrict this process."""
+    handled = struct.pack("=QQQ", rules["fs"], rules["net"], rules["scoped"])
+    handled = handled[: rules["attr_size"]]
+    step = "create the Landlock ruleset"
+    ruleset = _syscall("landlock_create_ruleset", step, handled, len(handled), 0)
+    try:
+        for path, access, file_access in rules["paths"]:
+            fd = _open_path(path, f"Landlock rule for {path}")
+            try:
+                allowed = access if os.path.isdir(path) else access & file_access
+                if allowed:
+                    attr = struct.pack("=Qi", allowed, fd)
+                    _syscall("landlock_add_rule", f"Landlock rule for {path}", ruleset, 1, attr, 0)
+            finally:
+                os.close(fd)
+        for port, access in rules["ports"]:
+            attr = struct.pack("=QQ", access, port)
+            _syscall("landlock_add_rule", f"Landlock rule for port {port}", ruleset, 2, attr, 0)
+        _syscall("landlock_restrict_self", "enforce the Landlock ruleset", ruleset, 0)
+    finally:
+        os.close(ruleset)
+
+
+def _seccomp(program: bytes) -> None:
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    step = "install the seccomp filter"
+    _syscall("seccomp", step, SECCOMP_SET_MODE_FILTER, 0, ctypes.byref(fprog))
+
+
+def _confine_self(plan: dict) -> None:
+    _drop_capabilities()
+    _prctl(PR_SET_NO_NEW_PRIVS, 1, "set no_new_privs")
+    _landlock(plan["landlock"])
+    if plan["seccomp"]:
+        _seccomp(plan["seccomp"])
+
+
+# -- the processes ----------------------------------------------------------------
+
+
+def _report(kind: bytes, payload: bytes) -> None:
+    """One frame on the status pipe: kind (1 byte), length (u32), payload."""
+    payload = payload[:4000]
+    with contextlib.suppress(OSError):  # the node is gone: nothing to tell
+        os.write(3, kind + struct.pack("=I", len(payload)) + payload)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _exec_command(plan: dict) -> None:
+    """C: become the command. Never returns."""
+    try:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        os.chdir(plan["cwd"])
+        if plan.get("probe"):
+            os._exit(_probe(plan["probe"]))
+        os.execve(plan["argv"][0], plan["argv"], plan["env"])
+    except OSError as exc:
+        _report(b"E", struct.pack("=i", exc.errno or 0) + (exc.strerror or str(exc)).encode())
+    os._exit(127)
+
+
+def _children() -> list[int]:
+    """This process's children (CONFIG_PROC_CHILDREN)."""
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children") as listing:
+            return [int(pid) for pid in listing.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _kill_leftovers() -> None:
+    """Kill every descendant left (they were reparented to us, a subreaper) and
+    reap them, until none is left."""
+    while True:
+        for pid in _children():
+            _kill(pid)
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _init(plan: dict) -> None:
+    """I: finish confinement, run C, reap until C exits, report. Never returns."""
+    try:
+        if plan["namespaces"]:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the launcher")
+            _build_root(plan)
+        else:
+            _prctl(PR_SET_CHILD_SUBREAPER, 1, "become a subreaper")
+        _confine_self(plan)
+        command = os.fork()
+    except (SetupError, OSError) as exc:
+        _report(b"F", str(exc).encode())
+        os._exit(125)
+    if command == 0:
+        _exec_command(plan)
+    for fd in (0, 1, 2):
+        os.close(fd)
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == command:
+            break
+    if not plan["namespaces"]:
+        _kill_leftovers()  # as pid 1, exiting does it
+    _report(b"X", struct.pack("=i", status))
+    os._exit(0)
+
+
+def _launch(plan: dict) -> None:
+    """L: run one plan. Never returns."""
+    if not plan["namespaces"]:
+        _init(plan)
+    try:
+        _enter_namespaces(plan)
+        init = os.fork()
+    except (SetupError, OSError) as exc:
+        _report(b"F", str(exc).encode())
+        os._exit(125)
+    if init == 0:
+        _init(plan)
+    for fd in (0, 1, 2, 3):
+        os.close(fd)
+    os.waitpid(init, 0)
+    os._exit(0)
+
+
+def _probe(checks: list) -> int:
+    """Probe plans run this in C instead of a command: each expectation about what
+    the confined process can do is tested; 0 when all hold, else 1 (what failed on
+    stdout)."""
+    failed = []
+    for kind, target in checks:
+        try:
+            if kind == "unreadable":
+                os.close(os.open(target, os.O_RDONLY))
+            elif kind in ("writable", "readonly"):
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o600))
+            elif kind == "no_connect":
+                with socket.socket() as connection:  # no getaddrinfo: no codec to import
+                    connection.settimeout(2)
+                    connection.connect(("127.0.0.1", target))
+            ok = kind == "writable"
+        except OSError:
+            ok = kind != "writable"
+        if not ok:
+            failed.append(f"{kind} {target}")
+    os.write(1, "\n".join(failed).encode())
+    return 1 if failed else 0
+
+
+# -- the zygote ------------------------------------------------------------------
+
+
+def _start_child(fds: list[int], zygote: int) -> None:
+    """The forked L: adopt the request's fds as 0-3, read its plan, launch."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the zygote")
+        if os.getppid() != zygote or len(fds) != 5:
+            os._exit(125)
+        with os.fdopen(fds[0], "rb", closefd=True) as source:
+            plan = marshal.loads(source.read())
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds[1:]]
+        for target, fd in enumerate(high):
+            os.dup2(fd, target, inheritable=target < 3)
+        os.closerange(4, MAX_FD)
+        _launch(plan)
+    except BaseException as exc:  # noqa: BLE001 - nothing may return into the zygote loop
+        _report(b"F", f"launcher: {type(exc).__name__}: {exc}".encode())
+    os._exit(125)
+
+
+def _reap(live: set[int]) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        live.discard(pid)
+    for pid in _children():  # strays of a killed Landlock-only command, reparented here
+        if pid not in live:
+            _kill(pid)
+
+
+def serve(control_fd: int) -> None:
+    """The zygote loop: one request (five fds: plan, stdin, stdout, stderr, status)
+    in, one fork, one reply (`P` + pid, with a pidfd) out. Ends when the node's
+    end of `control_fd` closes, killing every command still running."""
+    control = socket.socket(fileno=control_fd)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1, "become a subreaper")
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    live: set[int] = set()
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    control.send(b"H" + struct.pack("=i", landlock_abi()))
+    zygote = os.getpid()
+    running = True
+    while running:
+        for key, _ in selector.select():
+            if key.fileobj == wake_r:
+                while True:
+                    try:
+                        os.read(wake_r, 512)
+                    except BlockingIOError:
+                        break
+                _reap(live)
+                continue
+            try:
+                message, fds, _, _ = socket.recv_fds(control, 16, 5)
+            except OSError:
+                message, fds = b"", []
+            if not message:
+                running = False
+                break
+            pid = os.fork()
+            if pid == 0:
+                _start_child(fds, zygote)
+            for fd in fds:
+                os.close(fd)
+            live.add(pid)
+            pidfd = os.pidfd_open(pid)
+            try:
+                socket.send_fds(control, [b"P" + struct.pack("=i", pid)], [pidfd])
+            finally:
+                os.close(pidfd)
+    for pid in live:
+        _kill(pid)
+    _kill_leftovers()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "zygote":
+        serve(int(sys.argv[2]))
+    else:
+        sys.exit("usage: launcher.py zygote FD (started by gbr-node, not by hand)")

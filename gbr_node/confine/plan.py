@@ -1,0 +1,324 @@
+"""Turn a `CommandPolicy` into the launcher's plan for one command (GBR-CONF-01).
+
+The plan is plain data (marshal-able) that `launcher.py` carries out step by
+step: mounts (namespaces mode only), Landlock rules, a seccomp program, the
+command. Deciding here and doing there keeps the launcher small and lets the
+tests read a plan. What the plan grants:
+
+- read and execute: `SYSTEM_FOLDERS`, the executables and their install
+  prefixes, the profile's `read_paths` (never a secret below them);
+- read and write: the allowed root and a private temporary folder (its `tmp/`
+  is the command's TMPDIR, its `home/` the command's HOME);
+- read only: the protected paths inside the root;
+- nothing: secrets (`policy.SYSTEM_SECRETS`, `HOME_SECRETS`, the profile's
+  `secret_paths`) and the root's `.gbr/`.
+
+Two ways to hold protected paths read-only inside a writable root, since a
+Landlock rule can only add rights below a folder:
+
+- namespaces (preferred): the command gets a new root holding only what it may
+  see; protected paths are read-only bind mounts (a mount point cannot be
+  renamed or unlinked either, and a hard link cannot cross it), their parent
+  folders are pinned by bind mounts of their own, and secrets inside the
+  root are covered by empty read-only mounts. Landlock then grants the root
+  whole.
+- Landlock only (no user namespaces): the root is granted entry by entry
+  (`rights.grant_tree`): folders on the way to a protected path get only
+  read rights, so a command cannot create new files directly in them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gbr_node.confine import rights, seccomp
+from gbr_node.confine.policy import SYSTEM_FOLDERS, CommandPolicy
+
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+DEV_LINKS = (
+    ("/proc/self/fd", "/dev/fd"),
+    ("/proc/self/fd/0", "/dev/stdin"),
+    ("/proc/self/fd/1", "/dev/stdout"),
+    ("/proc/self/fd/2", "/dev/stderr"),
+)
+DEVICE_RIGHTS = rights.READ_FILE | rights.WRITE_FILE | rights.TRUNCATE | rights.IOCTL_DEV
+PROC_RIGHTS = rights.READ
+
+
+@dataclass(frozen=True)
+class Private:
+    """The per-command private folder (created and removed by `confine.spawn`):
+    `tmp` and `home` (read-write), `new_root` (the new root's mount point),
+    `empty` (an empty file that covers secret files)."""
+
+    base: str
+
+    @property
+    def tmp(self) -> str:
+        return os.path.join(self.base, "tmp")
+
+    @property
+    def home(self) -> str:
+        return os.path.join(self.base, "home")
+
+    @property
+    def new_root(self) -> str:
+        return os.path.join(self.base, "root")
+
+    @property
+    def empty(self) -> str:
+        return os.path.join(self.base, "empty")
+
+    def create(self) -> None:
+        """Make the folders and the empty file (mode 0700 / 0400)."""
+        for folder in (self.tmp, self.home, self.new_root):
+            os.mkdir(folder, 0o700)
+        os.close(os.open(self.empty, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400))
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _private_home(home: str, root: str) -> bool:
+    """True when the namespaces plan mounts a private folder over `home`: always,
+    but for a home that is `/` or lies inside the root (the root is mounted instead)."""
+    return home != "/" and not _under(home, root)
+
+
+def _entries(folder: str) -> list[tuple[str, bool]]:
+    try:
+        with os.scandir(folder) as listing:
+            return [(entry.path, entry.is_symlink()) for entry in listing]
+    except OSError:
+        return []
+
+
+def install_prefix(executable: str) -> str:
+    """The folder a program is installed under: `/opt/x` for `/opt/x/bin/tool` when
+    `/opt/x` looks like a prefix (has `lib/`, `lib64/` or `pyvenv.cfg`), else the
+    program's own folder."""
+    folder = os.path.dirname(executable)
+    if os.path.basename(folder) in ("bin", "sbin"):
+        prefix = os.path.dirname(folder)
+        markers = ("lib", "lib64", "pyvenv.cfg")
+        if prefix != "/" and any(os.path.exists(os.path.join(prefix, m)) for m in markers):
+            return prefix
+    return folder
+
+
+def _program_paths(executable: str) -> list[str]:
+    """Each hop of `executable`'s symlink chain, and the interpreter of a script
+    (`#!`), resolved; at most a few levels."""
+    found: list[str] = []
+    todo = [executable]
+    while todo and len(found) < 16:
+        path = todo.pop()
+        for _ in range(8):
+            found.append(
+                os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+            )
+            if not os.path.islink(path):
+                break
+            path = os.path.join(os.path.dirname(path), os.readlink(path))
+        try:
+            with open(path, "rb") as program:
+                first = program.readline(256)
+        except OSError:
+            continue
+        if first.startswith(b"#!"):
+            words = first[2:].split()
+            if words and os.path.isabs(words[0]):
+                todo.append(os.fsdecode(words[0]))
+    return found
+
+
+def readable_trees(policy: CommandPolicy, secrets: list[str]) -> list[str]:
+    """The trees granted read and execute, outermost only: system folders that
+    exist (symlinks resolved), each program's prefix and file, `read_paths`.
+    A prefix holding the home folder or a secret is narrowed to the file."""
+    home = os.path.realpath(policy.home)
+    trees = [os.path.realpath(f) for f in SYSTEM_FOLDERS if os.path.exists(f)]
+    for executable in policy.executables:
+        for program in _program_paths(executable):
+            prefix = os.path.realpath(install_prefix(program))
+            risky = _under(home, prefix) or any(
+                _under(s, prefix) or _under(prefix, s) for s in secrets
+            )
+            trees.append(program if risky else prefix)
+            trees.append(os.path.realpath(program))
+    trees += [os.path.realpath(p) for p in policy.read_paths if os.path.exists(p)]
+    kept: list[str] = []
+    for tree in sorted(set(trees), key=len):
+        if not any(_under(tree, k) for k in kept):
+            kept.append(tree)
+    return kept
+
+
+def _protected(policy: CommandPolicy, secrets: list[str]) -> tuple[list[str], list[str]]:
+    """Absolute protected paths (read-only) and the folders to pin: a protected
+    symlink stands for its folder (the link could be replaced) and its target."""
+    root = str(policy.root)
+    protected: set[str] = set()
+    for relative in policy.sandbox.protected_entries():
+        path = os.path.join(root, relative)
+        if os.path.islink(path):
+            protected.add(os.path.dirname(path))
+            target = os.path.realpath(path)
+            if _under(target, root) and os.path.exists(target):
+                protected.add(target)
+        else:
+            protected.add(path)
+    hidden = {s for s in secrets if _under(s, root)}
+    protected = {p for p in protected if not any(_under(p, h) for h in hidden)}
+    pins = set()
+    for path in protected | hidden:
+        parent = os.path.dirname(path)
+        while _under(parent, root) and parent != root:
+            pins.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(protected), sorted(pins - protected)
+
+
+def _mounts(
+    policy: CommandPolicy,
+    private: Private,
+    trees: list[str],
+    protected: list[str],
+    pins: list[str],
+    hidden: list[str],
+) -> list[tuple]:
+    """The namespaces plan's mounts, parents before children."""
+    root, home = str(policy.root), os.path.realpath(policy.home)
+    ops: list[tuple[int, int, tuple]] = []  # (depth, order, op)
+
+    def add(order: int, op: tuple) -> None:
+        target = op[-1]
+        ops.append((0 if target == "/" else target.count("/"), order, op))
+
+    add(0, ("tmpfs", "mode=0755", None, "/"))
+    for folder in SYSTEM_FOLDERS:
+        if os.path.islink(folder):
+            add(1, ("symlink", os.readlink(folder), folder))
+    add(1, ("tmpfs", "mode=0755", "ro", "/dev"))
+    for device in DEVICES:
+        if os.path.exists(device):
+            add(2, ("bind", device, "dev", device))
+    for target, link in DEV_LINKS:
+        add(2, ("symlink", target, link))
+    add(2, ("tmpfs", "mode=1777", None, "/dev/shm"))
+    add(1, ("proc", "/proc"))
+    add(1, ("bind", private.tmp, "rw", "/tmp"))
+    if _private_home(home, root):
+        add(3, ("bind", private.home, "rw", home))
+    for tree in trees:
+        if not _under(tree, root):
+            add(4, ("bind", tree, "ro", tree))
+    add(5, ("bind", root, "rw", root))
+    for pin in pins:
+        add(6, ("bind", pin, "rw", pin))
+    for path in protected:
+        add(7, ("bind", path, "ro", path))
+    for path in hidden:
+        if os.path.isdir(path) and not os.path.islink(path):
+            add(8, ("tmpfs", "mode=0000,size=4k", "rofs", path))
+        else:
+            add(8, ("bind", private.empty, "ro", path))
+    ops.sort(key=lambda item: (item[0], item[1]))
+    return [op for _, _, op in ops]
+
+
+def _landlock_rules(
+    policy: CommandPolicy,
+    namespaces: bool,
+    private: Private,
+    trees: list[str],
+    protected: list[str],
+    hidden: list[str],
+    secrets: list[str],
+    abi: int,
+) -> list[tuple[str, int, int]]:
+    everything = rights.handled_fs(abi)
+    root = str(policy.root)
+    rules: list[rights.Rule] = []
+    for tree in trees:
+        below = {s: 0 for s in secrets if _under(s, tree)}
+        rules += rights.grant_tree(tree, rights.READ & everything, below, _entries)
+    rules += [(d, DEVICE_RIGHTS & everything) for d in DEVICES if os.path.exists(d)]
+    rules.append(("/proc", PROC_RIGHTS))
+    if namespaces:
+        # Only what the command may see exists in its new root: listing it hides nothing.
+        rules.append(("/", rights.READ_DIR))
+        rules += [("/tmp", everything), ("/dev/shm", everything), (root, everything)]
+        home = os.path.realpath(policy.home)
+        if _private_home(home, root):
+            rules.append((home, everything))
+    else:
+        rules += [(private.tmp, everything), (private.home, everything)]
+        exceptions: dict[str, int] = {p: rights.READ for p in protected}
+        exceptions.update({h: 0 for h in hidden})
+        rules += rights.grant_tree(root, everything, exceptions, _entries)
+    return [(path, access, rights.FILE_RIGHTS) for path, access in rules]
+
+
+def build_plan(
+    policy: CommandPolicy,
+    *,
+    abi: int,
+    namespaces: bool,
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    private: Private,
+    probe: Iterable[tuple[str, object]] | None = None,
+) -> dict:
+    """The launcher plan for `argv` (argv[0] absolute) run in `cwd` with `env`.
+
+    `abi`: the kernel's Landlock ABI (>= 1). `namespaces`: use the
+    namespaces mode (else Landlock only). `private`: the command's private
+    folder, already created. `probe`: expectations checked instead of
+    running a command (`support.probe`). Reads the filesystem (protected
+    entries, secrets, prefixes) at this moment: call it right before spawning.
+    """
+    secrets = policy.secrets()
+    trees = readable_trees(policy, secrets)
+    protected, pins = _protected(policy, secrets)
+    root = str(policy.root)
+    hidden = [s for s in secrets if _under(s, root)]
+    if namespaces:
+        # HOME keeps its path: an empty private folder is mounted there (or it is in the root)
+        tmp, home = "/tmp", os.path.realpath(policy.home)
+        home = "/tmp" if home == "/" else home
+    else:
+        tmp, home = private.tmp, private.home
+    environment = dict(env)
+    environment.update(TMPDIR=tmp, TMP=tmp, TEMP=tmp, HOME=home)
+    # Without namespaces, other programs' sockets are reachable by path, and only
+    # seccomp keeps UDP and raw sockets off (a network namespace does it otherwise).
+    program = seccomp.filter_program(
+        os.uname().machine, allow_inet=namespaces or policy.network, allow_unix=namespaces
+    )
+    return {
+        "argv": list(argv),
+        "cwd": str(cwd),
+        "env": environment,
+        "network": policy.network,
+        "namespaces": namespaces,
+        "new_root": private.new_root,
+        "mounts": _mounts(policy, private, trees, protected, pins, hidden) if namespaces else [],
+        "landlock": {
+            "fs": rights.handled_fs(abi),
+            "net": rights.handled_net(abi, policy.network),
+            "scoped": rights.handled_scopes(abi),
+            "attr_size": rights.ruleset_attr_size(abi),
+            "paths": _landlock_rules(
+                policy, namespaces, private, trees, protected, hidden, secrets, abi
+            ),
+            "ports": [],
+        },
+        "seccomp": program,
+        "probe": list(probe) if probe is not None else None,
+    }
