@@ -108,8 +108,18 @@ def cmd_env(args: argparse.Namespace) -> int:
     name = args.name or _env_name(args)
     loaded = loader.load_profile(_project_dir(args), name)
     print(loader.render_effective(loaded))
+    print(_confinement_lines(loaded.profile.tools.run_command.confine))
     print(f"# profile {name!r} is valid ({loaded.file})", file=sys.stderr)
     return EXIT_OK
+
+
+def _confinement_lines(mode: str) -> str:
+    """Comment lines for `env check`: the confinement commands get (GBR-CONF-01) and
+    the kernel's Landlock ABI."""
+    from gbr_node.confine import in_force, support
+
+    found = support()
+    return f"# confinement: {in_force(mode, found)}\n# kernel Landlock ABI: {found.abi}"
 
 
 def cmd_tool(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from gbr_node.approvals.state import Approval
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, build_sandbox, render_effective
 from gbr_node.config.watcher import ProfileWatcher
+from gbr_node.confine import in_force, support
 from gbr_node.errors import GbrError, ModelError
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ClientSettings, ModelClient
@@ -110,6 +111,16 @@ class Node:
             on_approval=self.desk.on_approval,
             extra=[self.desk.status_tool()],
         )
+
+    def confinement_notice(self) -> str | None:
+        """The start line about commands (GBR-CONF-01): confined, unconfined and
+        why, or refused; None when the profile lets no command run. Blocking: the
+        first call probes the OS sandbox (about 0.1 s)."""
+        commands = self.loaded.profile.tools
+        if not commands.is_enabled("run_command") or not commands.run_command.allow:
+            return None
+        text = in_force(commands.run_command.confine, support())
+        return text if text.startswith("commands run confined") else f"{YELLOW}{text}{RESET}"
 
     def snapshot(self) -> Snapshot:
         """Trusted peers and tools in force, for the RPC server."""

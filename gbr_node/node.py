@@ -129,6 +129,9 @@ async def serve(settings: NodeSettings) -> int:
             print(f"  {addr}")
         trusted = ", ".join(node.loaded.profile.peers) or "none (every call is refused)"
         print(f"trusted peers: {trusted}", flush=True)
+        confinement = await trio.to_thread.run_sync(node.confinement_notice)
+        if confinement is not None:
+            node.notice(confinement)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
             await _start_background(node, nursery)
@@ -308,6 +311,9 @@ async def run_interactive(settings: NodeSettings) -> int:
                 )
             nursery = await stack.enter_async_context(trio.open_nursery())
             _banner(node, host, renderer, resumed, len(session.entries) - 1)
+            confinement = await trio.to_thread.run_sync(node.confinement_notice)
+            if confinement is not None:
+                renderer.line(f"{DIM}{confinement}{RESET}")
             await nursery.start(node.runtime.run)
             node.notice = renderer.line
             node.color = renderer.color

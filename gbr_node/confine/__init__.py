@@ -11,6 +11,6 @@ use it.
 """
 
 from gbr_node.confine.policy import CommandPolicy, Mode, for_commands
-from gbr_node.confine.support import Support, support
+from gbr_node.confine.support import Support, in_force, support
 
-__all__ = ["CommandPolicy", "Mode", "Support", "for_commands", "support"]
+__all__ = ["CommandPolicy", "Mode", "Support", "for_commands", "in_force", "support"]

@@ -201,8 +201,9 @@ def start_call(
 
 
 def children_running(parent_pid: int, program: str) -> list[int]:
-    """PIDs of live processes whose parent is `parent_pid` and whose argv[0] ends in `program`."""
-    found = []
+    """PIDs of live descendants of `parent_pid` whose argv[0] ends in `program` (a
+    confined command runs a few generations below the node: launcher, pid 1)."""
+    parents, programs = {}, {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -211,9 +212,17 @@ def children_running(parent_pid: int, program: str) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent_pid and argv and os.path.basename(argv[0].decode()) == program:
-            found.append(int(entry.name))
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if state != "Z":
+            parents[int(entry.name)] = int(ppid)
+            programs[int(entry.name)] = os.path.basename(argv[0].decode()) if argv else ""
+    found = []
+    for pid, name in programs.items():
+        ancestor = parents.get(pid)
+        while ancestor not in (None, 0, 1, parent_pid):
+            ancestor = parents.get(ancestor)
+        if ancestor == parent_pid and name == program:
+            found.append(pid)
     return found
 
 
