@@ -199,6 +199,15 @@ def _build_root(plan: dict) -> None:
             elif kind == "symlink":
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 os.symlink(op[1], target)
+            elif kind == "file":
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400))
+            elif kind == "hide":
+                if os.path.isdir(target) and not os.path.islink(target):
+                    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0000,size=4k")
+                    late.append((target, "rofs", op[-1]))
+                else:
+                    _mount(new + plan["empty"], target, None, MS_BIND, None)
+                    _set_attr(target, MOUNT_ATTR["ro"], False, f"hide {op[-1]}")
             elif kind == "proc":
                 _mountpoint(target, "dir")
                 _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)

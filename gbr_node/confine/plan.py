@@ -7,8 +7,8 @@ tests read a plan. What the plan grants:
 
 - read and execute: `SYSTEM_FOLDERS`, the executables and their install
   prefixes, the profile's `read_paths` (never a secret below them);
-- read and write: the allowed root and a private temporary folder (its `tmp/`
-  is the command's TMPDIR, its `home/` the command's HOME);
+- read and write: the allowed root, and a private TMPDIR and HOME (tmpfs in
+  the namespaces mode, a private folder in the Landlock-only mode);
 - read only: the protected paths inside the root;
 - nothing: secrets (`policy.SYSTEM_SECRETS`, `HOME_SECRETS`, the profile's
   `secret_paths`) and the root's `.gbr/`.
@@ -17,11 +17,13 @@ Two ways to hold protected paths read-only inside a writable root, since a
 Landlock rule can only add rights below a folder:
 
 - namespaces (preferred): the command gets a new root holding only what it may
-  see; protected paths are read-only bind mounts (a mount point cannot be
-  renamed or unlinked either, and a hard link cannot cross it), their parent
-  folders are pinned by bind mounts of their own, and secrets inside the
-  root are covered by empty read-only mounts. Landlock then grants the root
-  whole.
+  see: the system folders and program prefixes read-only, the root
+  read-write, fresh tmpfs mounts for /tmp, HOME and /dev/shm; protected paths
+  are read-only bind mounts (a mount point cannot be renamed or unlinked
+  either, and a hard link cannot cross it), their parent folders are pinned
+  by bind mounts of their own, and secrets (in /etc, in the root) are
+  covered by empty read-only mounts. Landlock then grants read on all of it
+  and write on the root, /tmp, HOME and /dev/shm.
 - Landlock only (no user namespaces): the root is granted entry by entry
   (`rights.grant_tree`): folders on the way to a protected path get only
   read rights, so a command cannot create new files directly in them.
@@ -48,11 +50,15 @@ DEVICE_RIGHTS = rights.READ_FILE | rights.WRITE_FILE | rights.TRUNCATE | rights.
 PROC_RIGHTS = rights.READ
 
 
+EMPTY = "/.gbr-empty"
+"""An empty read-only file in the new root, mounted over secret files (namespaces mode)."""
+
+
 @dataclass(frozen=True)
 class Private:
-    """The per-command private folder (created and removed by `confine.spawn`):
-    `tmp` and `home` (read-write), `new_root` (the new root's mount point),
-    `empty` (an empty file that covers secret files)."""
+    """The private folder of a Landlock-only command (created and removed by
+    `confine.spawn`): its `tmp` and `home`, both read-write. The namespaces mode
+    needs none: its /tmp and HOME are fresh tmpfs mounts that vanish with it."""
 
     base: str
 
@@ -64,19 +70,10 @@ class Private:
     def home(self) -> str:
         return os.path.join(self.base, "home")
 
-    @property
-    def new_root(self) -> str:
-        return os.path.join(self.base, "root")
-
-    @property
-    def empty(self) -> str:
-        return os.path.join(self.base, "empty")
-
     def create(self) -> None:
-        """Make the folders and the empty file (mode 0700 / 0400)."""
-        for folder in (self.tmp, self.home, self.new_root):
+        """Make both folders (mode 0700)."""
+        for folder in (self.tmp, self.home):
             os.mkdir(folder, 0o700)
-        os.close(os.open(self.empty, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400))
 
 
 def _under(path: str, folder: str) -> bool:
@@ -185,7 +182,6 @@ def _protected(policy: CommandPolicy, secrets: list[str]) -> tuple[list[str], li
 
 def _mounts(
     policy: CommandPolicy,
-    private: Private,
     trees: list[str],
     protected: list[str],
     pins: list[str],
@@ -200,6 +196,7 @@ def _mounts(
         ops.append((0 if target == "/" else target.count("/"), order, op))
 
     add(0, ("tmpfs", "mode=0755", None, "/"))
+    add(1, ("file", EMPTY))
     for folder in SYSTEM_FOLDERS:
         if os.path.islink(folder):
             add(1, ("symlink", os.readlink(folder), folder))
@@ -211,9 +208,9 @@ def _mounts(
         add(2, ("symlink", target, link))
     add(2, ("tmpfs", "mode=1777", None, "/dev/shm"))
     add(1, ("proc", "/proc"))
-    add(1, ("bind", private.tmp, "rw", "/tmp"))
+    add(1, ("tmpfs", "mode=1777", None, "/tmp"))
     if _private_home(home, root):
-        add(3, ("bind", private.home, "rw", home))
+        add(3, ("tmpfs", "mode=0700", None, home))
     for tree in trees:
         if not _under(tree, root):
             add(4, ("bind", tree, "ro", tree))
@@ -223,10 +220,7 @@ def _mounts(
     for path in protected:
         add(7, ("bind", path, "ro", path))
     for path in hidden:
-        if os.path.isdir(path) and not os.path.islink(path):
-            add(8, ("tmpfs", "mode=0000,size=4k", "rofs", path))
-        else:
-            add(8, ("bind", private.empty, "ro", path))
+        add(8, ("hide", path))
     ops.sort(key=lambda item: (item[0], item[1]))
     return [op for _, _, op in ops]
 
@@ -234,7 +228,7 @@ def _mounts(
 def _landlock_rules(
     policy: CommandPolicy,
     namespaces: bool,
-    private: Private,
+    private: Private | None,
     trees: list[str],
     protected: list[str],
     hidden: list[str],
@@ -243,20 +237,22 @@ def _landlock_rules(
 ) -> list[tuple[str, int, int]]:
     everything = rights.handled_fs(abi)
     root = str(policy.root)
-    rules: list[rights.Rule] = []
-    for tree in trees:
-        below = {s: 0 for s in secrets if _under(s, tree)}
-        rules += rights.grant_tree(tree, rights.READ & everything, below, _entries)
-    rules += [(d, DEVICE_RIGHTS & everything) for d in DEVICES if os.path.exists(d)]
-    rules.append(("/proc", PROC_RIGHTS))
+    devices = [d for d in DEVICES if os.path.exists(d)]
+    rules: list[rights.Rule] = [(d, DEVICE_RIGHTS & everything) for d in devices]
     if namespaces:
-        # Only what the command may see exists in its new root: listing it hides nothing.
-        rules.append(("/", rights.READ_DIR))
-        rules += [("/tmp", everything), ("/dev/shm", everything), (root, everything)]
+        # The new root holds only what the command may read (secrets are covered by
+        # empty mounts): read everything there, write only these.
+        rules += [("/", rights.READ), ("/tmp", everything), ("/dev/shm", everything)]
+        rules.append((root, everything))
         home = os.path.realpath(policy.home)
         if _private_home(home, root):
             rules.append((home, everything))
     else:
+        assert private is not None
+        for tree in trees:
+            below = {s: 0 for s in secrets if _under(s, tree)}
+            rules += rights.grant_tree(tree, rights.READ & everything, below, _entries)
+        rules.append(("/proc", PROC_RIGHTS))
         rules += [(private.tmp, everything), (private.home, everything)]
         exceptions: dict[str, int] = {p: rights.READ for p in protected}
         exceptions.update({h: 0 for h in hidden})
@@ -268,32 +264,38 @@ def build_plan(
     policy: CommandPolicy,
     *,
     abi: int,
-    namespaces: bool,
     argv: list[str],
     cwd: Path,
     env: Mapping[str, str],
-    private: Private,
+    new_root: str,
+    private: Private | None,
     probe: Iterable[tuple[str, object]] | None = None,
 ) -> dict:
     """The launcher plan for `argv` (argv[0] absolute) run in `cwd` with `env`.
 
-    `abi`: the kernel's Landlock ABI (>= 1). `namespaces`: use the
-    namespaces mode (else Landlock only). `private`: the command's private
-    folder, already created. `probe`: expectations checked instead of
-    running a command (`support.probe`). Reads the filesystem (protected
-    entries, secrets, prefixes) at this moment: call it right before spawning.
+    `abi`: the kernel's Landlock ABI (>= 1). `private`: None for the
+    namespaces mode, whose new root is mounted on the empty folder
+    `new_root`; for the Landlock-only mode, the command's private folder,
+    already created. `probe`: expectations checked instead of running a
+    command (`support.self_test`). Reads the filesystem (protected entries,
+    secrets, prefixes) at this moment: call it right before spawning.
     """
+    namespaces = private is None
     secrets = policy.secrets()
     trees = readable_trees(policy, secrets)
     protected, pins = _protected(policy, secrets)
     root = str(policy.root)
-    hidden = [s for s in secrets if _under(s, root)]
     if namespaces:
-        # HOME keeps its path: an empty private folder is mounted there (or it is in the root)
+        # HOME keeps its path: an empty tmpfs is mounted there (or it is in the root).
+        hidden = [s for s in secrets if any(_under(s, t) for t in (*trees, root))]
         tmp, home = "/tmp", os.path.realpath(policy.home)
         home = "/tmp" if home == "/" else home
+        mounts = _mounts(policy, trees, protected, pins, hidden)
     else:
+        assert private is not None
+        hidden = [s for s in secrets if _under(s, root)]
         tmp, home = private.tmp, private.home
+        mounts = []
     environment = dict(env)
     environment.update(TMPDIR=tmp, TMP=tmp, TEMP=tmp, HOME=home)
     # Without namespaces, other programs' sockets are reachable by path, and only
@@ -301,22 +303,22 @@ def build_plan(
     program = seccomp.filter_program(
         os.uname().machine, allow_inet=namespaces or policy.network, allow_unix=namespaces
     )
+    rules = _landlock_rules(policy, namespaces, private, trees, protected, hidden, secrets, abi)
     return {
         "argv": list(argv),
         "cwd": str(cwd),
         "env": environment,
         "network": policy.network,
         "namespaces": namespaces,
-        "new_root": private.new_root,
-        "mounts": _mounts(policy, private, trees, protected, pins, hidden) if namespaces else [],
+        "new_root": new_root,
+        "empty": EMPTY,
+        "mounts": mounts,
         "landlock": {
             "fs": rights.handled_fs(abi),
             "net": rights.handled_net(abi, policy.network),
             "scoped": rights.handled_scopes(abi),
             "attr_size": rights.ruleset_attr_size(abi),
-            "paths": _landlock_rules(
-                policy, namespaces, private, trees, protected, hidden, secrets, abi
-            ),
+            "paths": rules,
             "ports": [],
         },
         "seccomp": program,

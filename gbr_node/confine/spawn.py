@@ -11,6 +11,7 @@ closes, so commands never outlive the node, even one killed with SIGKILL.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import marshal
 import os
@@ -126,14 +127,15 @@ ZYGOTE = Zygote()
 class ConfinedProcess:
     """A running confined command: `stdout`, `stderr` and `status` are the read
     ends of its pipes (see `launcher.py` for the status frames), `pidfd` the
-    launcher process, `private` its private folder. `close()` once done."""
+    launcher process, `private` its private folder (Landlock-only mode; None
+    with namespaces). `close()` once done."""
 
     pid: int
     pidfd: int
     stdout: int
     stderr: int
     status: int
-    private: Private
+    private: Private | None
 
     def kill(self) -> None:
         """SIGKILL the launcher: the command and everything it started die with it."""
@@ -146,7 +148,8 @@ class ConfinedProcess:
         for fd in (self.pidfd, self.stdout, self.stderr, self.status):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        remove_tree(self.private.base)
+        if self.private is not None:
+            remove_tree(self.private.base)
 
 
 def remove_tree(path: str) -> None:
@@ -159,6 +162,27 @@ def remove_tree(path: str) -> None:
             function(failed)
 
     shutil.rmtree(path, onerror=unlock)
+
+
+_new_root_lock = threading.Lock()
+_new_root: str | None = None
+
+
+def new_root_mountpoint() -> str:
+    """An empty folder to mount new roots on, one per node process: each command
+    mounts its own tmpfs there, in its own mount namespace, so nothing of it is
+    ever written to disk. Removed when the process exits."""
+    global _new_root
+    with _new_root_lock:
+        if _new_root is None:
+            _new_root = os.path.realpath(tempfile.mkdtemp(prefix="gbr-root-"))
+            atexit.register(_remove_new_root, _new_root)
+        return _new_root
+
+
+def _remove_new_root(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def spawn(
@@ -178,18 +202,18 @@ def spawn(
     NotConfined when the launcher cannot be reached; a confinement step that
     fails later is reported on the status pipe instead.
     """
-    base = os.path.realpath(tempfile.mkdtemp(prefix="gbr-cmd-"))
-    private = Private(base)
+    private = None if namespaces else Private(os.path.realpath(tempfile.mkdtemp(prefix="gbr-cmd-")))
     opened: list[int] = []
     try:
-        private.create()
+        if private is not None:
+            private.create()
         plan = build_plan(
             policy,
             abi=abi,
-            namespaces=namespaces,
             argv=argv,
             cwd=cwd,
             env=env,
+            new_root=new_root_mountpoint(),
             private=private,
             probe=probe,
         )
@@ -199,15 +223,13 @@ def spawn(
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         opened = [out_r, out_w, err_r, err_w, status_r, status_w, devnull]
         pid, pidfd = ZYGOTE.request(marshal.dumps(plan), (devnull, out_w, err_w, status_w))
-    except OSError as exc:
+    except BaseException as exc:
         for fd in opened:
             os.close(fd)
-        remove_tree(base)
-        raise NotConfined(f"not run: the confinement launcher failed: {exc}") from exc
-    except BaseException:
-        for fd in opened:
-            os.close(fd)
-        remove_tree(base)
+        if private is not None:
+            remove_tree(private.base)
+        if isinstance(exc, OSError):
+            raise NotConfined(f"not run: the confinement launcher failed: {exc}") from exc
         raise
     for fd in (out_w, err_w, status_w, devnull):
         os.close(fd)

@@ -66,7 +66,9 @@ def in_force(mode: str, found: Support) -> str:
     """What happens to commands under profile value `confine = mode` on a machine
     offering `found`: one line, for `gbr-node env check` and the start of a node."""
     if mode == "off":
-        return f'commands run unconfined: confine = "off" in the profile (offered: {found.describe()})'
+        return (
+            f'commands run unconfined: confine = "off" in the profile (offered: {found.describe()})'
+        )
     if found.mode is None:
         if mode == "required":
             return f'no command runs: confine = "required" in the profile, and {found.describe()}'

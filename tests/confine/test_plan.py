@@ -156,11 +156,11 @@ def _plan(policy, private, namespaces=True):
     return build_plan(
         policy,
         abi=7,
-        namespaces=namespaces,
         argv=["/bin/true"],
         cwd=policy.root,
         env={"PATH": "/usr/bin"},
-        private=private,
+        new_root="/nowhere",
+        private=None if namespaces else private,
     )
 
 
@@ -179,8 +179,11 @@ def test_mounts_come_parents_first_with_protected_paths_read_only_and_state_hidd
         assert by_target[f"{root}/{protected}"][2] == "ro"
     for pin in ("a", "a/b"):  # a protected file's folders cannot be renamed away
         assert by_target[f"{root}/{pin}"] == ("bind", f"{root}/{pin}", "rw", f"{root}/{pin}")
-    assert by_target[f"{root}/.gbr"][0] == "tmpfs"
+    assert by_target[f"{root}/.gbr"] == ("hide", f"{root}/.gbr")
     assert targets.index(root) < targets.index(f"{root}/.git")
+    assert by_target["/tmp"][0] == by_target[os.path.realpath(policy.home)][0] == "tmpfs"
+    if os.path.exists("/etc/shadow"):
+        assert by_target["/etc/shadow"] == ("hide", "/etc/shadow")
 
 
 def test_the_environment_gets_a_private_tmp_and_home(nested):
