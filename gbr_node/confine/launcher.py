@@ -17,7 +17,7 @@ running the command (fail closed):
         (read-only ones via mount_setattr), /dev, a fresh /proc, pivot_root
       (Landlock-only plan: L is I, nothing above happens)
       I: drop every capability, no_new_privs, Landlock ruleset, seccomp filter
-      fork -> C: chdir, execve(command); I reaps everything until C exits
+      posix_spawn -> C, the command; I reaps everything until C exits
 
 Reports go to the status pipe (fd 3 in L), framed as kind, u32 length,
 payload: `F` + text (setup failed, nothing ran), `E` + errno + text (execve
@@ -34,6 +34,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import gc
 import marshal
 import os
 import selectors
@@ -289,18 +290,24 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def _exec_command(plan: dict) -> None:
-    """C: become the command. Never returns."""
-    try:
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-        os.chdir(plan["cwd"])
-        if plan.get("probe"):
+def _start_command(plan: dict) -> int:
+    """C: the command, started with posix_spawn (a vfork: no copy of this Python
+    process), or the probe, forked. Returns its pid; 0 when it could not start
+    (reported as `E`)."""
+    os.chdir(plan["cwd"])
+    if plan.get("probe"):
+        command = os.fork()
+        if command == 0:
             os._exit(_probe(plan["probe"]))
-        os.execve(plan["argv"][0], plan["argv"], plan["env"])
+        return command
+    argv = plan["argv"]
+    try:
+        return os.posix_spawn(
+            argv[0], argv, plan["env"], setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)
+        )
     except OSError as exc:
         _report(b"E", struct.pack("=i", exc.errno or 0) + (exc.strerror or str(exc)).encode())
-    os._exit(127)
+        return 0
 
 
 def _children() -> list[int]:
@@ -324,21 +331,25 @@ def _kill_leftovers() -> None:
             return
 
 
-def _init(plan: dict) -> None:
-    """I: finish confinement, run C, reap until C exits, report. Never returns."""
+def _init(plan: dict, entered: bool = False) -> None:
+    """I: finish confinement, run C, reap until C exits, report. Never returns.
+    `entered`: a warm I, whose namespaces were made before the plan came (it must
+    then be a namespaces plan without network)."""
     try:
+        if entered and (not plan["namespaces"] or plan["network"]):
+            raise SetupError("a warm launcher got a plan it was not made for")
         if plan["namespaces"]:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the launcher")
             _build_root(plan)
         else:
             _prctl(PR_SET_CHILD_SUBREAPER, 1, "become a subreaper")
         _confine_self(plan)
-        command = os.fork()
     except (SetupError, OSError) as exc:
         _report(b"F", str(exc).encode())
         os._exit(125)
-    if command == 0:
-        _exec_command(plan)
+    command = _start_command(plan)
+    if not command:
+        os._exit(127)
     for fd in (0, 1, 2):
         os.close(fd)
     while True:
@@ -396,24 +407,84 @@ def _probe(checks: list) -> int:
 # -- the zygote ------------------------------------------------------------------
 
 
+def _adopt(fds: list[int]) -> dict:
+    """Take a request's fds (plan, stdin, stdout, stderr, status) as 0-3 and read
+    the plan; every other descriptor is closed."""
+    if len(fds) != 5:
+        os._exit(125)
+    with os.fdopen(fds[0], "rb", closefd=True) as source:
+        plan = marshal.loads(source.read())
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds[1:]]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target, inheritable=target < 3)
+    os.closerange(4, MAX_FD)
+    return plan
+
+
+def _as_child(zygote: int) -> None:
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the zygote")
+    if os.getppid() != zygote:
+        os._exit(125)
+
+
 def _start_child(fds: list[int], zygote: int) -> None:
-    """The forked L: adopt the request's fds as 0-3, read its plan, launch."""
+    """A cold L, forked for one request: adopt it, launch."""
     try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the zygote")
-        if os.getppid() != zygote or len(fds) != 5:
-            os._exit(125)
-        with os.fdopen(fds[0], "rb", closefd=True) as source:
-            plan = marshal.loads(source.read())
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds[1:]]
-        for target, fd in enumerate(high):
-            os.dup2(fd, target, inheritable=target < 3)
-        os.closerange(4, MAX_FD)
-        _launch(plan)
+        _as_child(zygote)
+        _launch(_adopt(fds))
     except BaseException as exc:  # noqa: BLE001 - nothing may return into the zygote loop
         _report(b"F", f"launcher: {type(exc).__name__}: {exc}".encode())
     os._exit(125)
+
+
+def _start_spare(sock: socket.socket, zygote: int) -> None:
+    """A warm L, forked ahead of its request: it enters the namespaces of the
+    common plan (no network) and forks I, which waits on `sock` for the request
+    and then runs it as `_init` would. Exits 125 when namespaces fail here."""
+    try:
+        _as_child(zygote)
+        os.closerange(3, sock.fileno())
+        os.closerange(sock.fileno() + 1, MAX_FD)
+        _enter_namespaces({"network": False})
+        init = os.fork()
+        if init == 0:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the launcher")
+            message, fds, _, _ = socket.recv_fds(sock, 16, 5)
+            if not message:
+                os._exit(0)
+            sock.close()
+            _init(_adopt(fds), entered=True)
+        sock.close()
+        os.waitpid(init, 0)
+        os._exit(0)
+    except BaseException as exc:  # noqa: BLE001
+        with contextlib.suppress(BaseException):
+            _report(b"F", f"launcher: {type(exc).__name__}: {exc}".encode())
+    os._exit(125)
+
+
+class _Spare:
+    """The zygote's warm launcher: L's pid and the socket its I waits on."""
+
+    def __init__(self, zygote: int) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            _start_spare(theirs, zygote)
+        theirs.close()
+        self.sock = ours
+
+    def hand_over(self, fds: list[int]) -> bool:
+        """Give the request to the spare's I; False when it is gone."""
+        try:
+            socket.send_fds(self.sock, [b"S"], fds)
+            return True
+        except OSError:
+            return False
+        finally:
+            self.sock.close()
 
 
 def _reap(live: set[int]) -> None:
@@ -431,11 +502,15 @@ def _reap(live: set[int]) -> None:
 
 
 def serve(control_fd: int) -> None:
-    """The zygote loop: one request (five fds: plan, stdin, stdout, stderr, status)
-    in, one fork, one reply (`P` + pid, with a pidfd) out. Ends when the node's
+    """The zygote loop: one request (`S` + kind, five fds: plan, stdin, stdout,
+    stderr, status) in, one reply (`P` + pid, with a pidfd) out. Kind `n`
+    (namespaces, no network: the common plan) goes to a warm launcher made
+    ahead of time; other kinds get a fork of their own. Ends when the node's
     end of `control_fd` closes, killing every command still running."""
     control = socket.socket(fileno=control_fd)
     _prctl(PR_SET_CHILD_SUBREAPER, 1, "become a subreaper")
+    gc.disable()  # forks share this process's pages: a collection would copy them all
+    gc.freeze()
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -445,6 +520,8 @@ def serve(control_fd: int) -> None:
     selector.register(wake_r, selectors.EVENT_READ)
     control.send(b"H" + struct.pack("=i", landlock_abi()))
     zygote = os.getpid()
+    spare: _Spare | None = None
+    warm = True  # until a spare fails: namespaces do not work here
     running = True
     while running:
         for key, _ in selector.select():
@@ -463,17 +540,28 @@ def serve(control_fd: int) -> None:
             if not message:
                 running = False
                 break
-            pid = os.fork()
-            if pid == 0:
-                _start_child(fds, zygote)
+            pid = 0
+            if message == b"Sn" and spare is not None:
+                if spare.pid in live and spare.hand_over(fds):
+                    pid = spare.pid
+                else:
+                    warm = False
+                spare = None
+            if not pid:
+                pid = os.fork()
+                if pid == 0:
+                    _start_child(fds, zygote)
+                live.add(pid)
             for fd in fds:
                 os.close(fd)
-            live.add(pid)
             pidfd = os.pidfd_open(pid)
             try:
                 socket.send_fds(control, [b"P" + struct.pack("=i", pid)], [pidfd])
             finally:
                 os.close(pidfd)
+            if message == b"Sn" and warm and spare is None:
+                spare = _Spare(zygote)
+                live.add(spare.pid)
     for pid in live:
         _kill(pid)
     _kill_leftovers()

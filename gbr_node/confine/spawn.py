@@ -90,9 +90,13 @@ class Zygote:
                 self._start()
             return self._abi
 
-    def request(self, plan: bytes, fds: tuple[int, int, int, int]) -> tuple[int, int]:
+    def request(
+        self, plan: bytes, fds: tuple[int, int, int, int], *, common: bool
+    ) -> tuple[int, int]:
         """Have the zygote launch `plan` with `fds` (stdin, stdout, stderr, status);
-        returns (pid, pidfd) of the launcher process. Raises OSError."""
+        returns (pid, pidfd) of the launcher process. `common`: a namespaces plan
+        without network, which a launcher made ahead of time can take. Raises
+        OSError."""
         with self._lock:
             if self._socket is None or (self._process and self._process.poll() is not None):
                 self._stop()
@@ -105,7 +109,8 @@ class Zygote:
                     view = view[os.write(memfd, view) :]
                 os.lseek(memfd, 0, os.SEEK_SET)
                 try:
-                    socket.send_fds(self._socket, [b"S"], [memfd, *fds])
+                    kind = b"Sn" if common else b"Sx"
+                    socket.send_fds(self._socket, [kind], [memfd, *fds])
                     message, got, _, _ = socket.recv_fds(self._socket, 16, 1)
                 except OSError:
                     self._stop()
@@ -222,7 +227,10 @@ def spawn(
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         opened = [out_r, out_w, err_r, err_w, status_r, status_w, devnull]
-        pid, pidfd = ZYGOTE.request(marshal.dumps(plan), (devnull, out_w, err_w, status_w))
+        common = namespaces and not policy.network
+        pid, pidfd = ZYGOTE.request(
+            marshal.dumps(plan), (devnull, out_w, err_w, status_w), common=common
+        )
     except BaseException as exc:
         for fd in opened:
             os.close(fd)
