@@ -294,20 +294,28 @@ def _start_command(plan: dict) -> int:
     """C: the command, started with posix_spawn (a vfork: no copy of this Python
     process), or the probe, forked. Returns its pid; 0 when it could not start
     (reported as `E`)."""
-    os.chdir(plan["cwd"])
-    if plan.get("probe"):
-        command = os.fork()
-        if command == 0:
-            os._exit(_probe(plan["probe"]))
-        return command
     argv = plan["argv"]
     try:
+        os.chdir(plan["cwd"])
+    except OSError as exc:
+        _report_start_error(exc, f"cannot enter the working folder: {exc.strerror}")
+        return 0
+    try:
+        if plan.get("probe"):
+            command = os.fork()
+            if command == 0:
+                os._exit(_probe(plan["probe"]))
+            return command
         return os.posix_spawn(
             argv[0], argv, plan["env"], setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)
         )
     except OSError as exc:
-        _report(b"E", struct.pack("=i", exc.errno or 0) + (exc.strerror or str(exc)).encode())
+        _report_start_error(exc, exc.strerror or str(exc))
         return 0
+
+
+def _report_start_error(exc: OSError, text: str) -> None:
+    _report(b"E", struct.pack("=i", exc.errno or 0) + text.encode())
 
 
 def _children() -> list[int]:
@@ -521,7 +529,7 @@ def serve(control_fd: int) -> None:
     control.send(b"H" + struct.pack("=i", landlock_abi()))
     zygote = os.getpid()
     spare: _Spare | None = None
-    warm = True  # until a spare fails: namespaces do not work here
+    misses = 0  # spares that died unused: after 3, namespaces do not work here
     running = True
     while running:
         for key, _ in selector.select():
@@ -543,9 +551,9 @@ def serve(control_fd: int) -> None:
             pid = 0
             if message == b"Sn" and spare is not None:
                 if spare.pid in live and spare.hand_over(fds):
-                    pid = spare.pid
+                    pid, misses = spare.pid, 0
                 else:
-                    warm = False
+                    misses += 1
                 spare = None
             if not pid:
                 pid = os.fork()
@@ -559,7 +567,7 @@ def serve(control_fd: int) -> None:
                 socket.send_fds(control, [b"P" + struct.pack("=i", pid)], [pidfd])
             finally:
                 os.close(pidfd)
-            if message == b"Sn" and warm and spare is None:
+            if message == b"Sn" and misses < 3 and spare is None:
                 spare = _Spare(zygote)
                 live.add(spare.pid)
     for pid in live:

@@ -6,7 +6,8 @@ command. Deciding here and doing there keeps the launcher small and lets the
 tests read a plan. What the plan grants:
 
 - read and execute: `SYSTEM_FOLDERS`, the executables and their install
-  prefixes, the profile's `read_paths` (never a secret below them);
+  prefixes, the profile's `read_paths`, the repository a `.git` pointer file
+  names (never a secret below them);
 - read and write: the allowed root, and a private TMPDIR and HOME (tmpfs in
   the namespaces mode, a private folder in the Landlock-only mode);
 - read only: the protected paths inside the root;
@@ -133,9 +134,41 @@ def _program_paths(executable: str) -> list[str]:
     return found
 
 
-def readable_trees(policy: CommandPolicy, secrets: list[str]) -> list[str]:
+def git_dirs(root: str, cwd: str) -> list[str]:
+    """The repository folders git needs when a `.git` in `cwd` or a folder above
+    it (up to `root`) is a pointer file (`gitdir: ...`: a worktree, a
+    submodule): the gitdir and the common dir it names. Read-only to the
+    command, like a `.git` folder inside the root."""
+    folder = cwd
+    while _under(folder, root):
+        try:
+            with open(os.path.join(folder, ".git"), encoding="utf-8") as pointer:
+                first = pointer.readline(4096).strip()
+            break
+        except OSError:  # a .git folder, or none here
+            if os.path.isdir(os.path.join(folder, ".git")) or folder == root:
+                return []
+            folder = os.path.dirname(folder)
+    else:
+        return []
+    if not first.startswith("gitdir:"):
+        return []
+    gitdir = os.path.realpath(os.path.join(folder, first[len("gitdir:") :].strip()))
+    found = [gitdir] if os.path.isdir(gitdir) else []
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as common:
+            found.append(os.path.realpath(os.path.join(gitdir, common.readline(4096).strip())))
+    except OSError:
+        pass
+    return [path for path in found if os.path.isdir(path)]
+
+
+def readable_trees(
+    policy: CommandPolicy, secrets: list[str], extra: Iterable[str] = ()
+) -> list[str]:
     """The trees granted read and execute, outermost only: system folders that
-    exist (symlinks resolved), each program's prefix and file, `read_paths`.
+    exist (symlinks resolved), each program's prefix and file, `read_paths`,
+    and `extra` (resolved folders, such as `git_dirs`).
     A prefix holding the home folder or a secret is narrowed to the file."""
     home = os.path.realpath(policy.home)
     trees = [os.path.realpath(f) for f in SYSTEM_FOLDERS if os.path.exists(f)]
@@ -148,6 +181,7 @@ def readable_trees(policy: CommandPolicy, secrets: list[str]) -> list[str]:
             trees.append(program if risky else prefix)
             trees.append(os.path.realpath(program))
     trees += [os.path.realpath(p) for p in policy.read_paths if os.path.exists(p)]
+    trees += extra
     kept: list[str] = []
     for tree in sorted(set(trees), key=len):
         if not any(_under(tree, k) for k in kept):
@@ -282,9 +316,9 @@ def build_plan(
     """
     namespaces = private is None
     secrets = policy.secrets()
-    trees = readable_trees(policy, secrets)
-    protected, pins = _protected(policy, secrets)
     root = str(policy.root)
+    trees = readable_trees(policy, secrets, git_dirs(root, os.path.realpath(cwd)))
+    protected, pins = _protected(policy, secrets)
     if namespaces:
         # HOME keeps its path: an empty tmpfs is mounted there (or it is in the root).
         hidden = [s for s in secrets if any(_under(s, t) for t in (*trees, root))]

@@ -11,6 +11,7 @@ then Landlock alone; the result is kept for the life of the process.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import socket
@@ -27,6 +28,7 @@ from gbr_node.confine.policy import CommandPolicy
 from gbr_node.confine.spawn import ZYGOTE, parse_reports, spawn
 from gbr_node.sandbox import Sandbox
 
+log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 10.0
 MIN_LANDLOCK_ONLY_ABI = 3  # below, truncate(2) is not covered: a protected file could be emptied
 
@@ -86,6 +88,7 @@ def support() -> Support:
     with _lock:
         if _found is None:
             _found = _probe()
+            log.info("confinement of commands: %s", _found.describe())
         return _found
 
 

@@ -54,8 +54,7 @@ class Completed:
     `exit_code` is the program's exit status (negative: killed by that signal),
     `timed_out` says the time limit ran out before it exited (then it and what
     it started were killed), `stdout`/`stderr` are the kept bytes,
-    `dropped_bytes` counts output read past the cap and thrown away, and
-    `confined` names the confinement it ran under (`Support.mode`, or None).
+    and `dropped_bytes` counts output read past the cap and thrown away.
     """
 
     exit_code: int
@@ -63,7 +62,6 @@ class Completed:
     stdout: bytes
     stderr: bytes
     dropped_bytes: int
-    confined: str | None = None
 
 
 class _Unconfined:
@@ -279,7 +277,6 @@ def run_bounded(
         stdout=bytes(kept[out_fd]),
         stderr=bytes(kept[err_fd]),
         dropped_bytes=dropped,
-        confined=found.mode if found is not None else None,
     )
 
 

@@ -110,8 +110,9 @@ def build_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> W
     )
     registry = build_registry(tools, sandbox, search_path=SYSTEM_PATH)
 
-    def run(*argv: str, timeout_s: float = 20):
-        return registry.call("run_command", {"argv": list(argv), "timeout_s": timeout_s})
+    def run(*argv: str, timeout_s: float = 20, cwd: str = "."):
+        arguments = {"argv": list(argv), "timeout_s": timeout_s, "cwd": cwd}
+        return registry.call("run_command", arguments)
 
     return World(home, Path(sandbox.root), Path(os.path.realpath(outside)), mode, run)
 

@@ -11,7 +11,7 @@ import pytest
 from gbr_node.confine import in_force, plan
 from gbr_node.confine.support import Support, self_test, support
 from gbr_node.tools import process
-from tests.confine.conftest import build_world
+from tests.confine.conftest import APPROVALS, build_world
 from tests.tools.helpers import text_of
 
 MARKER_SCRIPT = "open('work/ran.txt', 'w').write('ran')\n"
@@ -37,12 +37,13 @@ def _break_plan(monkeypatch, step: str) -> None:
     monkeypatch.setattr("gbr_node.confine.spawn.build_plan", broken)
 
 
-@pytest.mark.parametrize("step", ["mount", "landlock"])
+@pytest.mark.parametrize(
+    ("mode", "step"),
+    [("namespaces", "mount"), ("namespaces", "landlock"), ("landlock", "landlock")],
+)
 def test_a_command_the_sandbox_cannot_be_applied_to_does_not_run_and_says_why(
     tmp_path, monkeypatch, caplog, mode, step
 ):
-    if step == "mount" and mode == "landlock":
-        pytest.skip("the Landlock-only mode mounts nothing")
     world = build_world(tmp_path, monkeypatch, mode)
     (world.root / "attack.py").write_text(MARKER_SCRIPT)
     _break_plan(monkeypatch, step)
@@ -109,7 +110,10 @@ def test_the_probe_fails_a_sandbox_that_lets_a_secret_be_read(monkeypatch, mode)
     if mode == "namespaces" and found.mode != "namespaces":
         pytest.skip("no namespaces here")
     real = plan.readable_trees
-    too_much = lambda policy, secrets: [str(policy.root.parent), *real(policy, secrets)]  # noqa: E731
+
+    def too_much(policy, secrets, extra=()):
+        return [str(policy.root.parent), *real(policy, secrets, extra)]
+
     monkeypatch.setattr(plan, "readable_trees", too_much)
     failed = self_test(found.abi, namespaces=mode == "namespaces")
     assert failed is not None and "unreadable" in failed
@@ -120,3 +124,17 @@ def test_the_probe_passes_the_real_plan(mode):
     if mode == "namespaces" and found.mode != "namespaces":
         pytest.skip("no namespaces here")
     assert self_test(found.abi, namespaces=mode == "namespaces") is None
+
+
+def test_a_working_folder_the_command_may_not_enter_is_said_so(tmp_path, monkeypatch, mode):
+    """cwd `.gbr` passes the path checks (it is inside the root) but the command may
+    not read it: with namespaces it cannot even enter it, and the result says so;
+    with Landlock alone it enters and cannot read."""
+    world = build_world(tmp_path, monkeypatch, mode)
+    (world.root / "attack.py").write_text("print(open('approvals.db').read())\n")
+    result = world.run("python3", "../attack.py", cwd=".gbr")
+    assert result.is_error and APPROVALS not in text_of(result)
+    if mode == "namespaces":
+        assert "could not start" in text_of(result) and "working folder" in text_of(result)
+    else:
+        assert "Permission denied: 'approvals.db'" in text_of(result)

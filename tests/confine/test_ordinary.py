@@ -86,6 +86,23 @@ def test_git_status_works_in_the_confined_root(confined: World):
     assert "work/" in text_of(result)
 
 
+def test_git_status_works_in_a_worktree_whose_repository_is_outside_the_root(
+    confined: World, tmp_path
+):
+    main = tmp_path / "main-repo"
+    git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", str(main)], check=True)
+    (main / "a.txt").write_text("a\n")
+    subprocess.run([*git, "-C", str(main), "add", "a.txt"], check=True)
+    subprocess.run([*git, "-C", str(main), "commit", "-qm", "a"], check=True)
+    tree = confined.root / "work" / "tree"
+    subprocess.run([*git, "-C", str(main), "worktree", "add", "-q", str(tree)], check=True)
+    (tree / "b.txt").write_text("b\n")
+    result = confined.run("git", "status", cwd="work/tree")
+    assert not result.is_error, text_of(result)
+    assert "b.txt" in text_of(result)
+
+
 @pytest.mark.parametrize("network", [False, True])
 def test_network_true_in_the_profile_allows_connections(tmp_path, monkeypatch, network):
     world = build_world(tmp_path, monkeypatch, "namespaces")
