@@ -4,6 +4,8 @@ It refuses (EACCES), on this machine's native syscall ABI:
 
 - `io_uring_setup`, always: io_uring can open sockets and files through its
   own queue (IORING_OP_SOCKET, ...), beside the syscalls filtered here;
+- `keyctl`, `add_key`, `request_key`, always: the kernel keyrings hold
+  credentials (Kerberos tickets, keys agents stored) that no path rule covers;
 - `socket()` of any family other than AF_UNIX when the network is off, where
   no network namespace does it (Landlock ABI 4 covers only TCP, not UDP, raw
   or netlink sockets);
@@ -28,8 +30,15 @@ _REFUSE = 0x00050000 | 13  # SECCOMP_RET_ERRNO | EACCES
 AF_UNIX = 1
 _X32_BIT = 0x40000000
 
-# machine -> (AUDIT_ARCH_*, __NR_socket, __NR_io_uring_setup)
-ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
+# machine -> (AUDIT_ARCH_*, __NR_socket, syscalls refused outright)
+ARCHES = {
+    "x86_64": (
+        0xC000003E,
+        41,
+        (425, 248, 249, 250),
+    ),  # io_uring_setup, add_key, request_key, keyctl
+    "aarch64": (0xC00000B7, 198, (425, 217, 218, 219)),
+}
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -43,7 +52,7 @@ def filter_program(machine: str, *, allow_inet: bool, allow_unix: bool) -> bytes
     `allow_unix`: AF_UNIX sockets may be created. Raises KeyError for a
     machine this filter does not know.
     """
-    arch, nr_socket, nr_uring = ARCHES[machine]
+    arch, nr_socket, refused = ARCHES[machine]
     if allow_inet and allow_unix:
         socket_rule = [_op(_RET_K, _ALLOW)]
     elif allow_inet:  # refuse AF_UNIX only
@@ -62,10 +71,7 @@ def filter_program(machine: str, *, allow_inet: bool, allow_unix: bool) -> bytes
     ]
     if machine == "x86_64":
         head += [_op(_JGE_K, _X32_BIT, 0, 1), _op(_RET_K, _REFUSE)]
-    head += [
-        _op(_JEQ_K, nr_uring, 0, 1),
-        _op(_RET_K, _REFUSE),
-        _op(_JEQ_K, nr_socket, 1, 0),
-        _op(_RET_K, _ALLOW),
-    ]
+    for nr in refused:
+        head += [_op(_JEQ_K, nr, 0, 1), _op(_RET_K, _REFUSE)]
+    head += [_op(_JEQ_K, nr_socket, 1, 0), _op(_RET_K, _ALLOW)]
     return b"".join(head + socket_rule)

@@ -284,6 +284,14 @@ ATTACKS = [
         prepare=lambda world: {"pid": world.helper()},
     ),
     Attack(
+        "reach the kernel keyrings (stored credentials)",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "# keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, 0)\n"
+        "nr = {{'x86_64': 250, 'aarch64': 219}}[os.uname().machine]\n"
+        "if libc.syscall(nr, 0, -4, 0) >= 0: print('KEYRING reached')",
+        says("KEYRING reached"),
+    ),
+    Attack(
         "a daemon left behind by a finished command",
         daemon(""),
         late_marker,

@@ -9,12 +9,20 @@ import json
 import re
 import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import gbr
-from tests.e2e.p2p_helpers import Identity, ServeProcess, gbr_call, write_serving_profile
+from tests.e2e.p2p_helpers import (
+    Identity,
+    ServeProcess,
+    gbr_call,
+    start_call,
+    write_serving_profile,
+)
+from tests.tools.helpers import processes_with, unique_nap, wait_no_process_with
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Landlock is Linux only")
 
@@ -117,7 +125,7 @@ def test_a_peers_ordinary_command_still_works(served):
     ("setting", "expected"),
     [
         ("", "# confinement: commands run confined: Landlock ABI "),
-        ('confine = "off"', '# confinement: commands run unconfined: confine = "off"'),
+        ('confine = "required"', '# confinement: commands run unconfined: confine = "off"'),
     ],
 )
 def test_env_check_says_which_confinement_is_in_force_and_the_landlock_abi(
@@ -132,3 +140,26 @@ def test_env_check_says_which_confinement_is_in_force_and_the_landlock_abi(
     assert out.returncode == 0, out.stderr
     assert expected in out.stdout
     assert re.search(r"^# kernel Landlock ABI: \d+$", out.stdout, re.MULTILINE)
+
+
+def test_a_peers_command_dies_with_a_serving_node_killed_by_sigkill(tmp_path):
+    """Unconfined process groups outlive a SIGKILLed node; confined commands die with
+    it (their launcher's fork server sees the node's socket close)."""
+    node = Served(tmp_path)
+    nap = unique_nap()
+    run = json.dumps({"argv": ["python3", "work/attack.py"]})
+    source = f"import os\nos.setsid()\nos.execv('/bin/sleep', ['sleep', '{nap}'])\n"
+    write = json.dumps({"path": "work/attack.py", "content": source})
+    home = tmp_path / "home-alice"
+    try:
+        assert gbr_call(node.caller, home, node.alice, node.server.addr, "write_file", write)
+        caller = start_call(node.caller, home, node.alice, node.server.addr, "run_command", run)
+        deadline = time.monotonic() + 30
+        while not processes_with(nap) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_with(nap), "the command never started"
+        node.server.kill()
+        assert wait_no_process_with(nap), "the confined command outlived its node"
+        caller.communicate(timeout=30)
+    finally:
+        node.server.stop()
