@@ -1,38 +1,45 @@
-"""The confinement launcher: a fork server that confines itself, then execs a command.
+"""The confinement launcher: a fork server whose children confine themselves, then
+start a command (GBR-CONF-01).
 
 Standalone on purpose: it runs as `python -S -I launcher.py zygote FD` and
 imports only the standard library, never gbr_node. The node starts it once
-(`confine.zygote`); it answers every spawn request by forking, so a confined
-command costs a fork, not an interpreter start, and no code runs between fork
-and exec in the node's own (threaded) process: there is no `preexec_fn`.
+(`confine.spawn.Zygote`) and sends it one request per command; the command costs
+forks of this small process, not an interpreter start, and nothing runs between
+fork and exec in the node's own threaded process: there is no `preexec_fn`.
 
 Everything here is mechanical: the node decides (`confine.plan`), this file
 does what the plan says, in this order, and stops at the first failure without
 running the command (fail closed):
 
-    launcher L (forked by the zygote)
-      namespaces plan: unshare(user, mount, pid, ipc[, net]), map our uid/gid
+    L, the launcher (forked by the zygote; for the common plan, namespaces
+    without network, a spare L is forked ahead of time and already waits in I):
+      namespaces mode: unshare(user, mount, pid, ipc[, net]), map our uid/gid,
       fork -> I, pid 1 of the new pid namespace:
-        mounts: private propagation, a tmpfs new root, the plan's bind mounts
-        (read-only ones via mount_setattr), /dev, a fresh /proc, pivot_root
-      (Landlock-only plan: L is I, nothing above happens)
+        private propagation, a tmpfs new root, the plan's mounts (bind mounts
+        made read-only with mount_setattr, tmpfs, a fresh /proc, empty mounts
+        over secrets), pivot_root, the old root detached
+      Landlock-only mode: L is I, a subreaper, and nothing above happens
       I: drop every capability, no_new_privs, Landlock ruleset, seccomp filter
       posix_spawn -> C, the command; I reaps everything until C exits
 
-Reports go to the status pipe (fd 3 in L), framed as kind, u32 length,
-payload: `F` + text (setup failed, nothing ran), `E` + errno + text (execve
-failed), `X` + wait status (C exited). The zygote's hello is `H` + the
-kernel's Landlock ABI. I is pid 1: when it
-exits the kernel kills whatever is left in the namespace; L and I die with
-their parent (PR_SET_PDEATHSIG), so killing L kills the whole command, and the
-zygote kills every L when the node's socket closes (the node exited).
+Reports go to the status pipe (fd 3), framed as kind, u32 length, payload:
+`F` + text (a confinement step failed, nothing ran), `E` + errno + text (the
+command could not start), `X` + wait status (C exited). The zygote's hello is
+`H` + the kernel's Landlock ABI. When I (pid 1) exits, the kernel kills what
+is left in its namespace; without namespaces I kills its leftovers itself. L
+and I die with their parent (PR_SET_PDEATHSIG), so killing L kills the whole
+command, and the zygote kills every L when the node's socket closes.
+
+Why not the `landlock` package from PyPI: it wraps only the filesystem part of
+ABI 1-5 (no network rules, no scopes), is an alpha, and this file needs ctypes
+for unshare, mount, pivot_root, prctl, capset and seccomp anyway; the three
+Landlock syscalls are a dozen lines here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import fcntl
 import gc
 import marshal
@@ -40,6 +47,7 @@ import os
 import selectors
 import signal
 import socket
+import stat
 import struct
 import sys
 
@@ -225,12 +233,12 @@ def _build_root(plan: dict) -> None:
 
 def _drop_capabilities() -> None:
     """Empty the bounding, ambient, effective, permitted and inheritable sets, so that
-    nothing exec'd later (root included) holds a capability."""
+    nothing exec'd later (root included) holds a capability. Without CAP_SETPCAP (an
+    ordinary user without namespaces) the bounding set stays: no_new_privs then keeps
+    file capabilities and setuid bits from granting anything."""
     cap = 0
     while _LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
-        cap += 1
-    if cap == 0 and ctypes.get_errno() == errno.EPERM:
-        pass  # no CAP_SETPCAP: an ordinary user, whose bounding set gives nothing anyway
+        cap += 1  # until EINVAL: past the last capability
     _LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
     _syscall("capset", "drop capabilities", header, bytes(24))
@@ -244,17 +252,16 @@ def _landlock(rules: dict) -> None:
     ruleset = _syscall("landlock_create_ruleset", step, handled, len(handled), 0)
     try:
         for path, access, file_access in rules["paths"]:
-            fd = _open_path(path, f"Landlock rule for {path}")
+            step = f"Landlock rule for {path}"
+            fd = _open_path(path, step)
             try:
-                allowed = access if os.path.isdir(path) else access & file_access
+                folder = stat.S_ISDIR(os.fstat(fd).st_mode)
+                allowed = access if folder else access & file_access
                 if allowed:
-                    attr = struct.pack("=Qi", allowed, fd)
-                    _syscall("landlock_add_rule", f"Landlock rule for {path}", ruleset, 1, attr, 0)
+                    attr = struct.pack("=Qi", allowed, fd)  # struct landlock_path_beneath_attr
+                    _syscall("landlock_add_rule", step, ruleset, 1, attr, 0)
             finally:
                 os.close(fd)
-        for port, access in rules["ports"]:
-            attr = struct.pack("=QQ", access, port)
-            _syscall("landlock_add_rule", f"Landlock rule for port {port}", ruleset, 2, attr, 0)
         _syscall("landlock_restrict_self", "enforce the Landlock ruleset", ruleset, 0)
     finally:
         os.close(ruleset)

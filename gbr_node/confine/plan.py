@@ -353,7 +353,6 @@ def build_plan(
             "scoped": rights.handled_scopes(abi),
             "attr_size": rights.ruleset_attr_size(abi),
             "paths": rules,
-            "ports": [],
         },
         "seccomp": program,
         "probe": list(probe) if probe is not None else None,
