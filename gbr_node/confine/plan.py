@@ -95,6 +95,36 @@ def _entries(folder: str) -> list[tuple[str, bool]]:
         return []
 
 
+def _stamp(folder: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns
+
+
+_system_rules: dict[tuple, tuple[list[rights.Rule], dict[str, tuple[int, int] | None]]] = {}
+
+
+def _tree_rules(tree: str, access: int, exceptions: dict[str, int]) -> list[rights.Rule]:
+    """`rights.grant_tree` of a read-only tree (the system folders, program
+    prefixes), kept while none of the folders it listed changed (same inode and
+    mtime: no entry added, removed or renamed), since /etc takes a rule per entry."""
+    key = (tree, access, tuple(sorted(exceptions.items())))
+    kept = _system_rules.get(key)
+    if kept is not None and all(_stamp(f) == stamp for f, stamp in kept[1].items()):
+        return kept[0]
+    listed: dict[str, tuple[int, int] | None] = {}
+
+    def entries(folder: str) -> list[tuple[str, bool]]:
+        listed[folder] = _stamp(folder)
+        return _entries(folder)
+
+    rules = rights.grant_tree(tree, access, exceptions, entries)
+    _system_rules[key] = (rules, listed)
+    return rules
+
+
 def install_prefix(executable: str) -> str:
     """The folder a program is installed under: `/opt/x` for `/opt/x/bin/tool` when
     `/opt/x` looks like a prefix (has `lib/`, `lib64/` or `pyvenv.cfg`), else the
@@ -285,7 +315,7 @@ def _landlock_rules(
         assert private is not None
         for tree in trees:
             below = {s: 0 for s in secrets if _under(s, tree)}
-            rules += rights.grant_tree(tree, rights.READ & everything, below, _entries)
+            rules += _tree_rules(tree, rights.READ & everything, below)
         rules.append(("/proc", PROC_RIGHTS))
         rules += [(private.tmp, everything), (private.home, everything)]
         exceptions: dict[str, int] = {p: rights.READ for p in protected}
