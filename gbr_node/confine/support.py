@@ -73,7 +73,10 @@ def in_force(mode: str, found: Support) -> str:
         )
     if found.mode is None:
         if mode == "required":
-            return f'no command runs: confine = "required" in the profile, and {found.describe()}'
+            return (
+                'no command runs: confine = "required" in the profile, and this system '
+                f"offers no confinement ({found.reason})"
+            )
         return found.describe()
     return f"commands run confined: {found.describe()}"
 

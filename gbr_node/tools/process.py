@@ -194,8 +194,8 @@ def confinement(policy: CommandPolicy | None) -> Support | None:
         return found
     if policy.mode == "required":
         raise NotConfined(
-            'not run: the profile requires confinement (confine = "required") and '
-            f"{found.describe()}"
+            'not run: the profile requires confinement (confine = "required") and this '
+            f"system offers none: {found.reason}"
         )
     return None
 

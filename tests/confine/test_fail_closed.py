@@ -68,7 +68,7 @@ def test_required_refuses_every_command_where_the_os_offers_no_sandbox(tmp_path,
     assert text_of(result).startswith(
         'not run: the profile requires confinement (confine = "required")'
     )
-    assert "commands run unconfined: this kernel has no Landlock (test)" in text_of(result)
+    assert "this system offers none: this kernel has no Landlock (test)" in text_of(result)
     assert not (world.root / "work" / "ran.txt").exists()
 
 
