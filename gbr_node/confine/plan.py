@@ -6,8 +6,8 @@ command. Deciding here and doing there keeps the launcher small and lets the
 tests read a plan. What the plan grants:
 
 - read and execute: `SYSTEM_FOLDERS`, the executables and their install
-  prefixes, the profile's `read_paths`, the repository a `.git` pointer file
-  names (never a secret below them);
+  prefixes, the profile's `read_paths`, the repository the root's `.git`
+  pointer file names (never a secret below them);
 - read and write: the allowed root, and a private TMPDIR and HOME (tmpfs in
   the namespaces mode, a private folder in the Landlock-only mode);
 - read only: the protected paths inside the root;
@@ -164,33 +164,45 @@ def _program_paths(executable: str) -> list[str]:
     return found
 
 
-def git_dirs(root: str, cwd: str) -> list[str]:
-    """The repository folders git needs when a `.git` in `cwd` or a folder above
-    it (up to `root`) is a pointer file (`gitdir: ...`: a worktree, a
-    submodule): the gitdir and the common dir it names. Read-only to the
-    command, like a `.git` folder inside the root."""
-    folder = cwd
-    while _under(folder, root):
-        try:
-            with open(os.path.join(folder, ".git"), encoding="utf-8") as pointer:
-                first = pointer.readline(4096).strip()
-            break
-        except OSError:  # a .git folder, or none here
-            if os.path.isdir(os.path.join(folder, ".git")) or folder == root:
-                return []
-            folder = os.path.dirname(folder)
-    else:
+def _looks_like_git_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "HEAD")) and (
+        os.path.isdir(os.path.join(path, "objects"))
+        or os.path.isfile(os.path.join(path, "commondir"))
+    )
+
+
+def git_dirs(root: str) -> list[str]:
+    """The repository folders git needs when the root's own `.git` is a pointer file
+    (`gitdir: ...`: the root is a worktree or a submodule): the gitdir and the common
+    dir it names, when they look like git folders. Read-only to the command, like a
+    `.git` folder. Only the root's `.git` counts: it is always protected, so the
+    agent cannot point it elsewhere; a `.git` file deeper down it could."""
+    pointer = os.path.join(root, ".git")
+    if os.path.islink(pointer) or not os.path.isfile(pointer):
+        return []
+    try:
+        with open(pointer, encoding="utf-8") as text:
+            first = text.readline(4096).strip()
+    except (OSError, UnicodeDecodeError):
         return []
     if not first.startswith("gitdir:"):
         return []
-    gitdir = os.path.realpath(os.path.join(folder, first[len("gitdir:") :].strip()))
-    found = [gitdir] if os.path.isdir(gitdir) else []
+    gitdir = os.path.realpath(os.path.join(root, first[len("gitdir:") :].strip()))
+    if not _looks_like_git_dir(gitdir):
+        return []
+    found = [gitdir]
     try:
         with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as common:
             found.append(os.path.realpath(os.path.join(gitdir, common.readline(4096).strip())))
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         pass
-    return [path for path in found if os.path.isdir(path)]
+    return [path for path in found if _looks_like_git_dir(path)]
+
+
+def _holds_secrets(tree: str, home: str, secrets: list[str]) -> bool:
+    """True when granting `tree` would grant the home folder or a secret (or a part
+    of one)."""
+    return _under(home, tree) or any(_under(s, tree) or _under(tree, s) for s in secrets)
 
 
 def readable_trees(
@@ -205,13 +217,10 @@ def readable_trees(
     for executable in policy.executables:
         for program in _program_paths(executable):
             prefix = os.path.realpath(install_prefix(program))
-            risky = _under(home, prefix) or any(
-                _under(s, prefix) or _under(prefix, s) for s in secrets
-            )
-            trees.append(program if risky else prefix)
+            trees.append(program if _holds_secrets(prefix, home, secrets) else prefix)
             trees.append(os.path.realpath(program))
     trees += [os.path.realpath(p) for p in policy.read_paths if os.path.exists(p)]
-    trees += extra
+    trees += [path for path in extra if not _holds_secrets(path, home, secrets)]
     kept: list[str] = []
     for tree in sorted(set(trees), key=len):
         if not any(_under(tree, k) for k in kept):
@@ -347,7 +356,7 @@ def build_plan(
     namespaces = private is None
     secrets = policy.secrets()
     root = str(policy.root)
-    trees = readable_trees(policy, secrets, git_dirs(root, os.path.realpath(cwd)))
+    trees = readable_trees(policy, secrets, git_dirs(root))
     protected, pins = _protected(policy, secrets)
     if namespaces:
         # HOME keeps its path: an empty tmpfs is mounted there (or it is in the root).

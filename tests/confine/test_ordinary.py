@@ -86,21 +86,42 @@ def test_git_status_works_in_the_confined_root(confined: World):
     assert "work/" in text_of(result)
 
 
-def test_git_status_works_in_a_worktree_whose_repository_is_outside_the_root(
-    confined: World, tmp_path
-):
+GIT = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
+
+
+def _repository_with_worktree(tmp_path: Path, worktree: Path) -> Path:
     main = tmp_path / "main-repo"
-    git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", str(main)], check=True)
+    subprocess.run([*GIT, "init", "-q", str(main)], check=True)
     (main / "a.txt").write_text("a\n")
-    subprocess.run([*git, "-C", str(main), "add", "a.txt"], check=True)
-    subprocess.run([*git, "-C", str(main), "commit", "-qm", "a"], check=True)
-    tree = confined.root / "work" / "tree"
-    subprocess.run([*git, "-C", str(main), "worktree", "add", "-q", str(tree)], check=True)
-    (tree / "b.txt").write_text("b\n")
-    result = confined.run("git", "status", cwd="work/tree")
+    subprocess.run([*GIT, "-C", str(main), "add", "a.txt"], check=True)
+    subprocess.run([*GIT, "-C", str(main), "commit", "-qm", "a"], check=True)
+    subprocess.run([*GIT, "-C", str(main), "worktree", "add", "-q", str(worktree)], check=True)
+    return main
+
+
+@pytest.mark.parametrize("mode", ["namespaces", "landlock"])
+def test_git_status_works_in_a_root_that_is_a_worktree_of_a_repository_outside(
+    tmp_path, monkeypatch, mode
+):
+    world = build_world(tmp_path, monkeypatch, mode)  # for its HOME and the mode
+    root = tmp_path / "worktree"
+    _repository_with_worktree(tmp_path, root)
+    (root / "b.txt").write_text("b\n")
+    tools = ToolsConfig.model_validate(
+        {"run_command": {"allow": [{"name": "git"}], "confine": "required"}}
+    )
+    registry = build_registry(tools, Sandbox(root), search_path=SYSTEM_PATH)
+    result = registry.call("run_command", {"argv": ["git", "status"]})
     assert not result.is_error, text_of(result)
-    assert "b.txt" in text_of(result)
+    assert "b.txt" in text_of(result) and world.mode == mode
+
+
+def test_a_git_pointer_file_below_the_root_opens_nothing_outside(confined: World, tmp_path):
+    """A `.git` file the agent writes below the root could point anywhere (a private
+    repository, ~/.ssh): only the root's own, protected `.git` is followed."""
+    _repository_with_worktree(tmp_path, confined.root / "work" / "tree")
+    result = confined.run("git", "status", cwd="work/tree")
+    assert result.is_error and "not a git repository" in text_of(result)
 
 
 @pytest.mark.parametrize("network", [False, True])
