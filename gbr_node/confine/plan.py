@@ -138,20 +138,23 @@ def install_prefix(executable: str) -> str:
     return folder
 
 
-def _program_paths(executable: str) -> list[str]:
+def _program_paths(executable: str, root: str) -> list[str]:
     """Each hop of `executable`'s symlink chain, and the interpreter of a script
-    (`#!`), resolved; at most a few levels."""
+    (`#!`), resolved; at most a few levels, and none inside `root`."""
     found: list[str] = []
     todo = [executable]
     while todo and len(found) < 16:
         path = todo.pop()
         for _ in range(8):
-            found.append(
-                os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-            )
+            hop = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+            if _under(hop, root):
+                break
+            found.append(hop)
             if not os.path.islink(path):
                 break
             path = os.path.join(os.path.dirname(path), os.readlink(path))
+        if _under(os.path.realpath(path), root):
+            continue
         try:
             with open(path, "rb") as program:
                 first = program.readline(256)
@@ -211,14 +214,21 @@ def readable_trees(
     """The trees granted read and execute, outermost only: system folders that
     exist (symlinks resolved), each program's prefix and file, `read_paths`,
     and `extra` (resolved folders, such as `git_dirs`).
-    A prefix holding the home folder or a secret is narrowed to the file."""
-    home = os.path.realpath(policy.home)
+
+    A prefix holding the home folder or a secret is narrowed to the program
+    file; a program file that is (in) a secret is left out. Programs inside
+    the root are not followed at all (their links and `#!` lines are the
+    agent's to write: they could name any file), the root being granted anyway.
+    """
+    home, root = os.path.realpath(policy.home), str(policy.root)
     trees = [os.path.realpath(f) for f in SYSTEM_FOLDERS if os.path.exists(f)]
     for executable in policy.executables:
-        for program in _program_paths(executable):
+        for program in _program_paths(executable, root):
+            real = os.path.realpath(program)
+            if _holds_secrets(real, home, secrets) or _under(real, root):
+                continue
             prefix = os.path.realpath(install_prefix(program))
-            trees.append(program if _holds_secrets(prefix, home, secrets) else prefix)
-            trees.append(os.path.realpath(program))
+            trees += [real] if _holds_secrets(prefix, home, secrets) else [prefix, real]
     trees += [os.path.realpath(p) for p in policy.read_paths if os.path.exists(p)]
     trees += [path for path in extra if not _holds_secrets(path, home, secrets)]
     kept: list[str] = []

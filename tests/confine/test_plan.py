@@ -217,3 +217,20 @@ def test_protected_entries_walk_only_as_deep_as_a_pattern_reaches(tmp_path):
     root = tree(tmp_path, "x.lock", "deep/y.lock", ".git/objects/z")
     assert Sandbox(root, ["*.lock"]).protected_entries() == [".git", "x.lock"]
     assert Sandbox(root, ["**/*.lock"]).protected_entries() == [".git", "deep/y.lock", "x.lock"]
+
+
+def test_a_program_inside_the_root_opens_nothing_outside(tmp_path):
+    """An allow-listed script inside the root is the agent's to rewrite: its `#!`
+    line or a symlink in its place must not make a secret readable."""
+    root = tree(tmp_path / "root", "tool.sh")
+    tree(tmp_path, "home/.ssh/id_rsa", "private/notes.txt")
+    (root / "tool.sh").write_text(f"#!{tmp_path}/private/notes.txt\n")
+    os.symlink(tmp_path / "home/.ssh/id_rsa", root / "link")
+    policy = CommandPolicy(
+        Sandbox(root),
+        executables=(str(root / "tool.sh"), str(root / "link")),
+        home=str(tmp_path / "home"),
+    )
+    trees = readable_trees(policy, policy.secrets())
+    assert not any(t.startswith(str(tmp_path / "private")) for t in trees)
+    assert not any(t.startswith(str(tmp_path / "home")) for t in trees)
