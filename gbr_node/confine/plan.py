@@ -304,8 +304,27 @@ def _mounts(
         add(7, ("bind", path, "ro", path))
     for path in hidden:
         add(8, ("hide", path))
+    for link in _alias_links(policy.sandbox.aliases, [*trees, root]):
+        add(9, link)
     ops.sort(key=lambda item: (item[0], item[1]))
     return [op for _, _, op in ops]
+
+
+def _alias_links(aliases: Iterable[str], bound: list[str]) -> list[tuple]:
+    """The symlinks that spell the root another way (a symlinked project folder,
+    or a symlink above it), rebuilt in the new root: each symlink met walking an
+    alias from `/`, at its real place, unless a bound tree already shows it."""
+    links: dict[str, tuple] = {}
+    for alias in aliases:
+        place = "/"
+        for name in alias.strip("/").split("/"):
+            place = os.path.join(place, name)
+            if any(_under(place, tree) for tree in bound):
+                break
+            if os.path.islink(place):
+                links[place] = ("symlink", os.readlink(place), place)
+                place = os.path.realpath(place)
+    return list(links.values())
 
 
 def _landlock_rules(

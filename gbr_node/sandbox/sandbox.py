@@ -71,6 +71,7 @@ class Sandbox:
     symlinked project folder; one that does not resolve to the root is
     ignored). `protected` are the profile's globs (see `protected.py`).
     `allow_hardlinks` lets `open_read` open files with several hard links.
+    `aliases` is kept as the tuple of the spellings admitted (absolute strings).
     `flavour` defaults to the detected OS flavour with the case rule of a real
     probe of the root's filesystem; an injected flavour is kept as given (the
     probe is only logged). Raises SecurityViolation if `root` is not an
@@ -103,6 +104,7 @@ class Sandbox:
             for spelling in spellings
             if spelling != real and os.path.realpath(spelling) == real
         ]
+        self.aliases = tuple(policy.root for policy in self._aliases)
         self.allow_hardlinks = allow_hardlinks
         self._matcher = ProtectedMatcher(protected, self.flavour)
 

@@ -120,8 +120,16 @@ def test_a_git_pointer_file_below_the_root_opens_nothing_outside(confined: World
     """A `.git` file the agent writes below the root could point anywhere (a private
     repository, ~/.ssh): only the root's own, protected `.git` is followed."""
     _repository_with_worktree(tmp_path, confined.root / "work" / "tree")
-    result = confined.run("git", "status", cwd="work/tree")
-    assert result.is_error and "not a git repository" in text_of(result)
+    # run_command's git guard refuses this repository before git starts; a program
+    # the agent wrote runs git itself, so only the confinement stands in its way.
+    (confined.root / "work" / "tree" / "st.py").write_text(
+        "import subprocess, sys\n"
+        "done = subprocess.run(['git', 'status'], capture_output=True, text=True)\n"
+        "print(done.stdout, done.stderr)\n"
+        "sys.exit(done.returncode)\n"
+    )
+    result = confined.run("python3", "st.py", cwd="work/tree")
+    assert result.is_error and "not a git repository" in text_of(result), text_of(result)
 
 
 @pytest.mark.parametrize("network", [False, True])
