@@ -151,12 +151,24 @@ class CallTimeout(GbrError):
 class ModelError(GbrError):
     """The model server failed: HTTP error, broken stream, or unusable answer.
 
-    Attributes: `status` (HTTP status or None), `retryable` (bool).
+    Attributes: `status` (HTTP status or None), `retryable` (bool),
+    `context_exceeded` (the server said the request did not fit its context
+    window, GBR-CTX-01) and `context_limit` (the window size it stated, tokens).
     """
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        context_exceeded: bool = False,
+        context_limit: int | None = None,
+    ):
         self.status = status
         self.retryable = retryable
+        self.context_exceeded = context_exceeded
+        self.context_limit = context_limit
         super().__init__(message)
 
 

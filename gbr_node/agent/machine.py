@@ -14,17 +14,27 @@ prompt again at once. Tools already running are not stopped: their late
 results are stale, recorded in the session marked `stale` (seen in
 `/history`, never sent to the model). `/s TEXT` while idle has nothing to
 cut and is a plain prompt; Ctrl-C while idle does nothing.
+
+GBR-CTX-01: every request goes through `agent.context` (compaction, with one
+line for the person); a server answer that the request did not fit gets one
+compaction and one retry. Runaway turns: the same call (tool and arguments)
+failing with the same error `RUNAWAY_REPEATS` times ends the turn, with a
+note to the model and one line to the person.
 """
 
 from __future__ import annotations
 
 import enum
+import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gbr_node.agent.context import ContextManager
 from gbr_node.agent.messages import (
     ApprovalResolved,
+    CompactContext,
     DirectPrompt,
     Interrupt,
     InterruptAndSuggest,
@@ -40,6 +50,9 @@ from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 
 DEFAULT_MAX_STEPS = 25
+SMALL_MODEL_MAX_STEPS = 8  # embedded model or a window of at most 8192 tokens
+RUNAWAY_REPEATS = 3
+CHANGING_TOOLS = {"write_file": "path", "edit_file": "path", "delete_path": "path"}
 SUGGESTION_PREFIX = "[I interrupted your previous answer.] "
 
 
@@ -95,7 +108,9 @@ class AgentMachine:
         session: the history this machine appends to.
         tools: returns the tool specs (chat-completions `tools` entries) to
             offer in the next inference; called once per inference.
-        max_steps: inferences per turn before tool calls stop being run.
+        max_steps: inferences per turn before tool calls stop being run
+            (`max_steps` may be changed later, e.g. on a profile reload).
+        context: fits each request to the model's window (GBR-CTX-01).
     """
 
     def __init__(
@@ -103,18 +118,23 @@ class AgentMachine:
         session: Session,
         tools: Callable[[], list[dict[str, Any]]],
         max_steps: int = DEFAULT_MAX_STEPS,
+        context: ContextManager | None = None,
     ) -> None:
         self.session = session
         self.state = State.IDLE
         self.queued: list[str] = []
+        self.max_steps = max_steps
+        self.context = context or ContextManager()
         self._tools = tools
-        self._max_steps = max_steps
         self._next_id = 1
         self._prompt_id: int | None = None
         self._partial: list[str] = []
         self._steps = 0
         self._calls: list[ToolCall | InvalidToolCall] = []
         self._results: dict[str, ToolExecutionFeedback] = {}
+        self._raw_estimate = 0
+        self._overflow_retried = False
+        self._failures: Counter[tuple[str, str, str]] = Counter()
 
     @property
     def prompt_id(self) -> int | None:
@@ -137,19 +157,25 @@ class AgentMachine:
     # -- transitions -------------------------------------------------------
 
     def _on_prompt(self, msg: UserPrompt) -> list[Action]:
-        self.session.append({"role": "user", "content": msg.text})
+        meta = {"decided": int(m)} if (m := _decided_id(msg.text)) else {}
+        self.session.append({"role": "user", "content": msg.text}, **meta)
         self._steps = 0
-        return [self._start()]
+        self._failures.clear()
+        return self._start()
 
     def _on_approval_resolved(self, msg: ApprovalResolved) -> list[Action]:
         # The call was answered "pending" long ago: the outcome is news for the
         # model, sent like a prompt (now when idle, queued otherwise) (EVD-AI-01).
-        prompt = UserPrompt(f"[approval #{msg.approval_id} decided] {msg.text}")
+        prompt = UserPrompt(f"{APPROVAL_DECIDED.format(msg.approval_id)} {msg.text}")
         return self._on_prompt(prompt) if self.state is State.IDLE else self._on_queue(prompt)
 
     def _on_queue(self, msg: UserPrompt) -> list[Action]:
         self.queued.append(msg.text)
         return [Show("queued", msg.text, {"position": len(self.queued)})]
+
+    def _on_compact(self, msg: CompactContext) -> list[Action]:
+        prepared = self.context.prepare(self.session, self._tools(), mode="manual")
+        return [Show("notice", prepared.notice or "nothing to compact")]
 
     def _on_chunk(self, msg: OracleChunk) -> list[Action]:
         if msg.kind == "text":
@@ -165,6 +191,9 @@ class AgentMachine:
                 "notice", f"(the model gave an empty answer; finish: {msg.finish_reason})"
             )
             return [notice, *self._end_turn()]
+        if msg.usage:
+            self.context.observe(self._raw_estimate, msg.usage.get("prompt_tokens"))
+        self._overflow_retried = False
         message: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
         if calls:
             message["tool_calls"] = [_wire_call(c) for c in calls]
@@ -181,19 +210,34 @@ class AgentMachine:
                 )
                 self._results[call.id] = feedback
                 actions.append(Show("tool_end", call.name, {"feedback": feedback}))
-            elif self._steps >= self._max_steps:
-                reason = f"not run: the step limit of {self._max_steps} was reached"
+            elif self._steps >= self.max_steps:
+                reason = f"not run: the step limit of {self.max_steps} was reached"
                 self._results[call.id] = ToolExecutionFeedback(
                     self._prompt_id, call.id, call.name, error=reason
                 )
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
                 actions.append(RunTool(self._prompt_id, call))
-        if self._steps >= self._max_steps:
-            actions.append(Show("notice", f"stopped: {self._max_steps} steps in this turn"))
+        if self._steps >= self.max_steps:
+            actions.append(Show("notice", f"stopped: {self.max_steps} steps in this turn"))
         return actions + self._maybe_continue()
 
     def _on_failed(self, msg: OracleFailed) -> list[Action]:
+        if msg.context_exceeded and not msg.partial:
+            if not self._overflow_retried:
+                # One compaction and one retry (GBR-CTX-01); the retry is no new step.
+                self._overflow_retried = True
+                self.context.server_overflow(msg.context_limit)
+                self._steps -= 1
+                return self._start(mode="overflow")
+            hint = (
+                f"the conversation does not fit the model's context window even after "
+                f"compacting ({self.context.window.tokens} tokens, from "
+                f"{self.context.window.source}): /clear starts afresh; [model] "
+                "context_tokens in the profile sets the size if the server's is smaller"
+            )
+            self._overflow_retried = False
+            return [Show("error", hint)] + self._end_turn()
         if msg.partial:
             note = f"{msg.partial}\n\n[answer cut: {msg.error}]"
             self.session.append({"role": "assistant", "content": note}, error=msg.error)
@@ -243,7 +287,8 @@ class AgentMachine:
         if isinstance(msg, InterruptAndSuggest):
             self.session.append({"role": "user", "content": SUGGESTION_PREFIX + msg.text})
             self._steps = 0
-            return actions + [Show("turn_end", "interrupted; suggestion sent"), self._start()]
+            self._failures.clear()
+            return actions + [Show("turn_end", "interrupted; suggestion sent"), *self._start()]
         if self.queued:
             actions.append(Show("notice", f"dropped {len(self.queued)} queued message(s)"))
             self.queued.clear()
@@ -255,34 +300,84 @@ class AgentMachine:
 
     # -- helpers -----------------------------------------------------------
 
-    def _start(self) -> StartInference:
+    def _start(self, mode: str = "auto") -> list[Action]:
+        prepared = self.context.prepare(self.session, self._tools(), mode)
+        self._raw_estimate = prepared.raw
         self._prompt_id = self._next_id
         self._next_id += 1
         self._partial = []
         self._steps += 1
         self.state = State.STREAMING
-        prompt = DirectPrompt(
-            self._prompt_id, tuple(self.session.request_messages()), tuple(self._tools())
-        )
-        return StartInference(prompt)
+        prompt = DirectPrompt(self._prompt_id, prepared.messages, prepared.tools)
+        notice = [Show("notice", prepared.notice)] if prepared.notice else []
+        return [*notice, StartInference(prompt)]
 
     def _maybe_continue(self) -> list[Action]:
         if len(self._results) < len(self._calls):
             return []
+        runaway = None
         for call in self._calls:
-            self._append_result(self._results[call.id])
-        if self._steps >= self._max_steps:
+            feedback = self._results[call.id]
+            repeats = self._count_failure(call, feedback)
+            note = ""
+            if repeats >= RUNAWAY_REPEATS:
+                runaway = call.name
+                note = (
+                    f"\n[stopped: this same call failed {repeats} times with the same error, "
+                    "so the turn was ended. Do not repeat it; change the arguments or tell "
+                    "the person what went wrong.]"
+                )
+            self._append_result(feedback, call, note)
+        if runaway is not None:
+            stop = f"stopped: {runaway} failed {RUNAWAY_REPEATS} times with the same arguments"
+            return [Show("notice", f"{stop} and error"), *self._end_turn()]
+        if self._steps >= self.max_steps:
             return self._end_turn()
         self._calls, self._results = [], {}
-        return [self._start()]
+        return self._start()
 
-    def _append_result(self, feedback: ToolExecutionFeedback) -> None:
-        self.session.append(
-            _tool_message(feedback.call_id, feedback.as_text()),
-            tool=feedback.tool,
-            peer=feedback.peer,
-            elapsed_s=feedback.elapsed_s,
-        )
+    def _count_failure(
+        self, call: ToolCall | InvalidToolCall, feedback: ToolExecutionFeedback
+    ) -> int:
+        text = feedback.as_text()
+        if not (feedback.error or (feedback.result or {}).get("isError")):
+            return 0
+        if isinstance(call, ToolCall):
+            arguments = json.dumps(call.arguments, sort_keys=True)
+        else:
+            arguments = call.raw_arguments
+        key = (call.name, arguments, text)
+        self._failures[key] += 1
+        return self._failures[key]
+
+    def _append_result(
+        self,
+        feedback: ToolExecutionFeedback,
+        call: ToolCall | InvalidToolCall | None = None,
+        note: str = "",
+    ) -> None:
+        meta: dict[str, Any] = {
+            "tool": feedback.tool,
+            "peer": feedback.peer,
+            "elapsed_s": feedback.elapsed_s,
+        }
+        result = feedback.result or {}
+        structured = result.get("structuredContent") or {}
+        if structured.get("status") == "pending_approval":
+            meta.update(approval_id=structured.get("approval_id"), path=structured.get("path"))
+        elif (
+            isinstance(call, ToolCall)
+            and feedback.peer is None
+            and not feedback.error
+            and not result.get("isError")
+        ):
+            key = CHANGING_TOOLS.get(call.name)
+            if call.name == "move_path":
+                meta["changed"] = f"{call.arguments.get('source')} -> "
+                meta["changed"] += str(call.arguments.get("destination"))
+            elif key and isinstance(call.arguments.get(key), str):
+                meta["changed"] = call.arguments[key]
+        self.session.append(_tool_message(feedback.call_id, feedback.as_text() + note), **meta)
 
     def _end_turn(self) -> list[Action]:
         self._reset()
@@ -308,6 +403,16 @@ def _wire_call(call: ToolCall | InvalidToolCall) -> dict[str, Any]:
         "type": "function",
         "function": {"name": call.name, "arguments": "{}"},
     }
+
+
+APPROVAL_DECIDED = "[approval #{} decided]"
+
+
+def _decided_id(text: str) -> str | None:
+    """The approval number of an `[approval #N decided]` message, else None."""
+    head, sep, _ = text.partition(" decided]")
+    number = head.removeprefix("[approval #")
+    return number if sep and head.startswith("[approval #") and number.isdigit() else None
 
 
 def _tool_message(call_id: str, content: str) -> dict[str, Any]:
@@ -340,4 +445,5 @@ _ANY_STATE: dict[type, Callable[[AgentMachine, Any], list[Action]]] = {
     Interrupt: AgentMachine._on_interrupt,
     InterruptAndSuggest: AgentMachine._on_interrupt,
     UpdateEnv: AgentMachine._on_update_env,
+    CompactContext: AgentMachine._on_compact,
 }

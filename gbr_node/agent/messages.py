@@ -2,7 +2,7 @@
 
 Inbox of the agent (from the REPL, the oracle, tool runners, the env watcher):
 `UserPrompt`, `Interrupt`, `InterruptAndSuggest`, `OracleChunk`, `OracleDone`,
-`OracleFailed`, `ToolExecutionFeedback`, `UpdateEnv`.
+`OracleFailed`, `ToolExecutionFeedback`, `UpdateEnv`, `CompactContext`.
 
 Every inference has its own `prompt_id` (ADR-0012b): chunks, completions and
 tool feedback carry the id of the inference they belong to, so an answer that
@@ -19,6 +19,7 @@ from gbr_node.llm.events import InvalidToolCall, ToolCall
 
 __all__ = [
     "ApprovalResolved",
+    "CompactContext",
     "DirectPrompt",
     "Interrupt",
     "InterruptAndSuggest",
@@ -48,6 +49,11 @@ class InterruptAndSuggest:
     """`/s TEXT`: cut the stream, keep the partial answer, add TEXT, prompt again (ADR-0010)."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class CompactContext:
+    """`/compact`: leave every turn but the last out of the next requests (GBR-CTX-01)."""
 
 
 @dataclass(frozen=True)
@@ -99,11 +105,17 @@ class OracleDone:
 
 @dataclass(frozen=True)
 class OracleFailed:
-    """The inference `prompt_id` failed; `partial` is the text received before it did."""
+    """The inference `prompt_id` failed; `partial` is the text received before it did.
+
+    `context_exceeded`: the server said the request did not fit its context
+    window, whose size it stated as `context_limit` (tokens) if it did (GBR-CTX-01).
+    """
 
     prompt_id: int
     error: str
     partial: str = ""
+    context_exceeded: bool = False
+    context_limit: int | None = None
 
 
 @dataclass(frozen=True)

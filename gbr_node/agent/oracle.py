@@ -60,7 +60,8 @@ async def run_inference(
             OracleFailed(pid, "the model stream ended without an answer", "".join(text))
         )
     except ModelError as exc:
-        await send.send(OracleFailed(pid, str(exc), "".join(text)))
+        failed = OracleFailed(pid, str(exc), "".join(text), exc.context_exceeded, exc.context_limit)
+        await send.send(failed)
 
 
 def _finished(pid: int, done: Completion) -> OracleDone | OracleFailed:

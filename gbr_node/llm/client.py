@@ -45,10 +45,18 @@ from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
+from gbr_node.llm.window import (
+    from_llama_props,
+    from_model_list,
+    from_ollama_show,
+    is_context_overflow,
+    reported_limit,
+)
 
 _ERROR_BODY_LIMIT = 64 * 1024  # bytes of a non-2xx body read for its message
 _EMPTY_STREAM_SNIPPET = 300  # bytes of a non-SSE 200 body quoted in the error
 _DRAIN_S = 0.5  # seconds to wait for the end of the body after [DONE]
+_PROBE_TIMEOUT_S = 2.0  # seconds for each context-size probe
 
 
 class ModelClient:
@@ -118,6 +126,32 @@ class ModelClient:
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelError(f"{self._url}/models did not answer a model list") from exc
 
+    async def context_tokens(self) -> tuple[int, str] | None:
+        """The context window the server reports for the configured model, and where
+        it said so (GBR-CTX-01): llama.cpp `/props`, `/v1/models` (vLLM
+        `max_model_len`, llama.cpp `meta.n_ctx`, `context_length`), Ollama
+        `/api/show`; see `llm.window`. None when no probe answers with one;
+        never raises (each probe waits at most `_PROBE_TIMEOUT_S` seconds).
+        """
+        root = self._url.removesuffix("/v1")
+        model = self.settings.model
+        probes = (
+            ("GET", f"{root}/props", None, from_llama_props, "llama.cpp /props"),
+            ("GET", f"{self._url}/models", None, lambda j: from_model_list(j, model), "/models"),
+            ("POST", f"{root}/api/show", {"model": model}, from_ollama_show, "Ollama /api/show"),
+        )
+        for method, url, body, read, source in probes:
+            try:
+                response = await self._http.request(
+                    method, url, json=body, timeout=_PROBE_TIMEOUT_S
+                )
+                tokens = read(response.json()) if response.is_success else None
+            except (httpx.HTTPError, ValueError):
+                continue
+            if tokens:
+                return tokens, f"{source} of the model server"
+        return None
+
     @asynccontextmanager
     async def _post(self, body: dict[str, Any], timeout_s: float) -> AsyncIterator[httpx.Response]:
         """POST `body`, retrying as the module docstring says; yields a 2xx streamed response."""
@@ -134,10 +168,19 @@ class ModelClient:
             if response.is_success:
                 break
             try:
-                detail = await _read_error_body(response)
+                raw = await _read_error_body(response)
             finally:
                 await response.aclose()
+            detail = _error_detail(raw)
             status = response.status_code
+            if is_context_overflow(status, raw):
+                raise ModelError(
+                    f"the request does not fit the model's context window (HTTP {status}): "
+                    f"{detail}",
+                    status=status,
+                    context_exceeded=True,
+                    context_limit=reported_limit(raw),
+                )
             if status not in RETRYABLE_STATUSES or attempt >= self.settings.max_retries:
                 raise _status_error(status, detail, self.settings, attempt + 1)
             wait = retry_wait_s(response.headers, attempt, self.settings)
@@ -294,7 +337,7 @@ def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _read_error_body(response: httpx.Response) -> str:
-    """The error message of a non-2xx response: JSON error shapes, else its text."""
+    """The text of a non-2xx response's body (at most `_ERROR_BODY_LIMIT` bytes)."""
     raw = bytearray()
     try:
         async for chunk in response.aiter_bytes():
@@ -303,7 +346,7 @@ async def _read_error_body(response: httpx.Response) -> str:
                 break
     except httpx.HTTPError:
         pass  # a torn error body still has a status worth reporting
-    return _error_detail(bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", errors="replace"))
+    return bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", errors="replace")
 
 
 def _error_detail(text: str) -> str:
