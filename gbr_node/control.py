@@ -17,7 +17,9 @@ from typing import Any
 
 import trio
 
+from gbr_node.agent.context import DEFAULT_WINDOW, SMALL_WINDOW_TOKENS, Window
 from gbr_node.agent.dispatch import Dispatcher
+from gbr_node.agent.machine import DEFAULT_MAX_STEPS, SMALL_MODEL_MAX_STEPS
 from gbr_node.agent.messages import ApprovalResolved
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.approvals import ApprovalLog, default_path, outcome_text, pending_diff
@@ -100,6 +102,7 @@ class Node:
         self.watcher: ProfileWatcher | None = None
         self.notice: Callable[[str], None] = print
         self.color = False
+        self.embedded = False  # the model is the embedded one (llm.local)
 
     def apply_profile(self, loaded: LoadedProfile) -> None:
         """Put a validated profile in force for every call that starts from now on."""
@@ -135,6 +138,32 @@ class Node:
         return any(p.peer_id == peer_id for p in self.loaded.profile.peers.values())
 
     # -- what the REPL asks (repl.app.NodeControl) ---------------------------
+
+    async def learn_window(self) -> Window:
+        """Give the agent the model's context window and its step limit (GBR-CTX-01).
+
+        The window is `[model] context_tokens` when set, else what the server
+        reports (`ModelClient.context_tokens`), else the conservative default;
+        the step limit is the profile's `max_steps`, else `SMALL_MODEL_MAX_STEPS`
+        for a small model (embedded, or a window of at most `SMALL_WINDOW_TOKENS`),
+        else `DEFAULT_MAX_STEPS`.
+        """
+        config = self.choice.config if self.choice else self.loaded.profile.model
+        window = DEFAULT_WINDOW
+        if config.context_tokens:
+            window = Window(config.context_tokens, "profile [model] context_tokens")
+        elif self.client is not None:
+            reported = await self.client.context_tokens()
+            if reported is not None:
+                window = Window(*reported)
+        small = self.embedded or window.tokens <= SMALL_WINDOW_TOKENS
+        steps = self.loaded.profile.max_steps or (
+            SMALL_MODEL_MAX_STEPS if small else DEFAULT_MAX_STEPS
+        )
+        if self.runtime is not None:
+            self.runtime.machine.context.window = window
+            self.runtime.machine.max_steps = steps
+        return window
 
     def model(self) -> ModelClient:
         """The current model client; ModelError when none is configured."""
@@ -204,6 +233,10 @@ class Node:
                 await self.runtime.inbox.send(message)
             if message.snapshot.profile.model != previous.profile.model and self.client:
                 self._replace_client()
+            if message.snapshot.profile.model != previous.profile.model or (
+                message.snapshot.profile.max_steps != previous.profile.max_steps
+            ):
+                await self.learn_window()
             if self.host is not None:
                 await self.host.drop_untrusted()
             self.notice(reload_notice(previous.name, message))

@@ -23,6 +23,7 @@ import trio
 from libp2p.crypto.keys import KeyPair
 
 from gbr_node import __version__
+from gbr_node.agent.context import Window
 from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, read_journal
 from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
@@ -294,6 +295,7 @@ async def run_interactive(settings: NodeSettings) -> int:
                 try:
                     local = await stack.enter_async_context(local_model_server(log_path))
                     choice = local.apply_to(choice)
+                    node.embedded = True
                 except ModelError as exc:
                     renderer.line(f"{RED}{exc}{RESET}")
             node.choice = choice
@@ -310,7 +312,8 @@ async def run_interactive(settings: NodeSettings) -> int:
                     _host(node, settings, handler, _log_call, listen=())
                 )
             nursery = await stack.enter_async_context(trio.open_nursery())
-            _banner(node, host, renderer, resumed, len(session.entries) - 1)
+            window = await node.learn_window()
+            _banner(node, host, renderer, resumed, len(session.entries) - 1, window)
             confinement = await trio.to_thread.run_sync(node.confinement_notice)
             if confinement is not None:
                 renderer.line(f"{DIM}{confinement}{RESET}")
@@ -371,7 +374,12 @@ async def _start_watcher(node: Node, nursery: trio.Nursery) -> None:
 
 
 def _banner(
-    node: Node, host: P2PHost | None, renderer: Renderer, resumed: bool, messages: int
+    node: Node,
+    host: P2PHost | None,
+    renderer: Renderer,
+    resumed: bool,
+    messages: int,
+    window: Window,
 ) -> None:
     loaded = node.loaded
     renderer.line(f"gbr-node {__version__} · profile {loaded.name} · root {loaded.root}")
@@ -379,6 +387,7 @@ def _banner(
         renderer.line(f"{RED}{missing_model_help(node.choice)}{RESET}")
     elif node.choice is not None:
         renderer.line(f"{DIM}model {node.choice.describe()}{RESET}")
+        renderer.line(f"{DIM}context window {window.tokens} tokens ({window.source}){RESET}")
     if host is not None:
         addrs = ", ".join(host.addrs) or host.peer_id
         renderer.line(f"{DIM}peer {addrs}{RESET}")

@@ -10,7 +10,10 @@ Shape (every key optional; defaults below):
     allowed_root = "."                 # relative to the folder holding .gbr_envs/
     protected_files = ["pyproject.toml", "*.lock"]   # globs, root-relative
     [tools]      enabled, read_max_bytes, [tools.run_command] ...
-    [model]      base_url, model, api_key_env, temperature, headers, stream_tools
+    max_steps = 25                     # model requests per turn (default: 8 for small models)
+    [model]      base_url, model, api_key_env, temperature, headers, stream_tools,
+                 context_tokens
+    [local]      model (the embedded model to run when nothing else is configured)
     [node]       listen multiaddrs and RPC limits
     [peers.ALIAS] peer_id, addrs, tools
     [watch]      poll_interval_s
@@ -140,6 +143,8 @@ class ModelConfig(_Frozen):
     `api_key_env` names the environment variable that holds the key; the key
     itself never appears in a profile. `stream_tools = false` sends requests
     that carry tools without streaming (for servers that cannot stream them).
+    `context_tokens` is the model's context window in tokens; unset, the node
+    asks the server and else assumes a conservative size (GBR-CTX-01).
     """
 
     base_url: str | None = None
@@ -148,6 +153,13 @@ class ModelConfig(_Frozen):
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     headers: dict[str, str] = {}
     stream_tools: bool = True
+    context_tokens: Annotated[int, Field(ge=512, le=100_000_000)] | None = None
+
+
+class LocalConfig(_Frozen):
+    """`[local]`: which embedded model `gbr-node run` starts when nothing else is configured."""
+
+    model: Literal["smollm2-135m", "gemma3-270m"] = "smollm2-135m"
 
 
 class NodeConfig(_Frozen):
@@ -183,6 +195,7 @@ class Profile(_Frozen):
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     system_prompt_file: str | None = None
+    max_steps: Annotated[int, Field(ge=1, le=1000)] | None = None
     allowed_root: Annotated[str, Field(min_length=1)] = "."
     protected_files: tuple[str, ...] = ()
 
@@ -195,6 +208,7 @@ class Profile(_Frozen):
 
     tools: ToolsConfig = ToolsConfig()
     model: ModelConfig = ModelConfig()
+    local: LocalConfig = LocalConfig()
     node: NodeConfig = NodeConfig()
     peers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], TrustedPeer] = {}
     watch: WatchConfig = WatchConfig()

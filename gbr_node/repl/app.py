@@ -18,7 +18,7 @@ from typing import Protocol
 
 import trio
 
-from gbr_node.agent.messages import Interrupt, InterruptAndSuggest, UserPrompt
+from gbr_node.agent.messages import CompactContext, Interrupt, InterruptAndSuggest, UserPrompt
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.errors import GbrError
 from gbr_node.repl.commands import (
@@ -132,6 +132,8 @@ class Repl:
             elif cmd.name == "clear":
                 self._node.runtime.machine.session.clear()
                 out("conversation cleared")
+            elif cmd.name == "compact":
+                await self._node.runtime.inbox.send(CompactContext())
             elif cmd.name == "env":
                 text = await self._node.env_command(cmd.args)
                 if text:

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dial": ("ALIAS|MULTIADDR", "connect to a trusted peer and learn its tools"),
     "history": ("", "show the conversation, with interrupted parts marked"),
     "clear": ("", "forget the conversation (the system prompt stays)"),
+    "compact": ("", "leave old turns out of the next requests (/history keeps them)"),
     "env": ("[use NAME | reload]", "show, switch or reload the environment profile"),
     "approvals": ("[--all]", "list approvals of protected writes (pending ones by default)"),
     "show": ("N", "details and diff of approval N"),
