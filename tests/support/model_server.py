@@ -14,7 +14,12 @@ as its own process. It serves `POST /v1/chat/completions` and
   (status, body, headers) or a `JsonReply`; with the queue empty it uses
   `default`, else answers 500;
 - records every request (`requests`) and every client that disconnected
-  before its reply was complete (`disconnects`, with a monotonic time).
+  before its reply was complete (`disconnects`, with a monotonic time);
+- with `context_tokens=N`, acts out a server with an N-token window, as
+  llama.cpp does: `GET /props` reports `n_ctx`, a request whose prompt
+  (counted by `count_prompt_tokens`) plus its `max_tokens` does not fit is
+  answered 400 `context_length_exceeded` (the reply is not consumed), and
+  answers report the real `usage.prompt_tokens`.
 
     with ModelServer() as server:
         server.enqueue(text_reply("Hello there"), tool_call_reply("read_file", {"path": "a"}))
@@ -35,6 +40,8 @@ from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import regex
+
 from tests.support.chat_rules import chat_request_problem
 from tests.support.replies import (
     Answer,
@@ -46,6 +53,35 @@ from tests.support.replies import (
     SseReply,
     sse_bytes,
 )
+
+_TOKEN = regex.compile(r" ?\p{L}+| ?\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
+
+
+def count_prompt_tokens(body: Any) -> int:
+    """Tokens of a chat request as this server counts them: GPT-2's pre-tokenizer pieces (a
+    word, up to 3 digits or a run of punctuation with its leading space) as a stand-in for
+    BPE, over every message's content and tool calls and the tool specs' JSON, plus 5 per
+    message for the template."""
+    texts = []
+    messages = body.get("messages") or []
+    for message in messages:
+        content = message.get("content")
+        texts.append(content if isinstance(content, str) else json.dumps(content or ""))
+        texts.append(json.dumps(message.get("tool_calls") or ""))
+    texts.append(json.dumps(body.get("tools") or ""))
+    return 5 * len(messages) + sum(len(_TOKEN.findall(text)) for text in texts)
+
+
+def context_exceeded_body(prompt_tokens: int, n_ctx: int) -> dict[str, Any]:
+    """The 400 body for a request over the window: OpenAI's wording and code, llama.cpp's
+    extra fields."""
+    message = (
+        f"This model's maximum context length is {n_ctx} tokens. However, your messages "
+        f"resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
+    )
+    error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+    error.update(code="context_length_exceeded", n_prompt_tokens=prompt_tokens, n_ctx=n_ctx)
+    return {"error": error}
 
 
 @dataclass(frozen=True)
@@ -82,7 +118,7 @@ class ModelServer:
 
     `model` is the id `/v1/models` lists; `default` answers when the queue is
     empty; `record_path`, when set, gets one JSON line per request; `port`
-    0 picks a free port.
+    0 picks a free port; `context_tokens` sets a window to enforce (None: none).
     """
 
     def __init__(
@@ -92,8 +128,11 @@ class ModelServer:
         default: Reply | None = None,
         record_path: str | None = None,
         port: int = 0,
+        context_tokens: int | None = None,
     ) -> None:
         self.model = model
+        self.context_tokens = context_tokens
+        self.overflows = 0  # requests answered 400 context_length_exceeded
         self.default = default
         self._record_path = record_path
         self._lock = threading.Lock()
@@ -200,7 +239,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._record(None, None)
-        if self.path.rstrip("/").endswith("/models"):
+        n_ctx = self._owner.context_tokens
+        if self.path.rstrip("/") == "/props" and n_ctx:
+            self._send_json(200, {"default_generation_settings": {"n_ctx": n_ctx}})
+        elif self.path.rstrip("/").endswith("/models"):
             data = [{"id": self._owner.model, "object": "model", "owned_by": "gbr-tests"}]
             self._send_json(200, {"object": "list", "data": data})
         else:
@@ -221,10 +263,18 @@ class _Handler(BaseHTTPRequestHandler):
         if problem:
             self._send_json(400, _error(problem, "invalid_request_error"))
             return
+        prompt_tokens = count_prompt_tokens(body)
+        n_ctx = self._owner.context_tokens
+        if n_ctx and prompt_tokens + int(body.get("max_tokens") or 0) > n_ctx:
+            with self._owner._lock:
+                self._owner.overflows += 1
+            self._send_json(400, context_exceeded_body(prompt_tokens, n_ctx))
+            return
         reply = self._owner._next_reply()
         if isinstance(reply, Answer):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            reply = reply.render(stream=bool(body.get("stream")), usage=usage)
+            tokens = prompt_tokens if n_ctx else None
+            reply = reply.render(stream=bool(body.get("stream")), usage=usage, prompt_tokens=tokens)
         if reply is None:
             self._send_json(500, _error("test model server: no scripted reply left", "server"))
         elif isinstance(reply, ErrorReply):

@@ -73,8 +73,11 @@ class Answer:
     pieces: int = 3
     delay_s: float = 0.0
 
-    def render(self, *, stream: bool, usage: bool) -> SseReply | JsonReply:
-        """This answer as the exact reply for a request with that `stream` flag."""
+    def render(
+        self, *, stream: bool, usage: bool, prompt_tokens: int | None = None
+    ) -> SseReply | JsonReply:
+        """This answer as the exact reply for a request with that `stream` flag;
+        `prompt_tokens` is the usage reported (10 when None)."""
         calls = [
             {
                 "id": call.get("id") or f"call_{n}",
@@ -84,7 +87,8 @@ class Answer:
             for n, call in enumerate(self.tool_calls)
         ]
         finish = "tool_calls" if calls else "stop"
-        counts = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        prompt = 10 if prompt_tokens is None else prompt_tokens
+        counts = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
         if not stream:
             message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
             if calls:
