@@ -265,11 +265,8 @@ async def choose(settings: NodeSettings, profile_model: ModelConfig) -> ModelCho
 
 async def describe_model(settings: NodeSettings) -> int:
     """`gbr-node model`: print which model `run` would use, and why."""
-    print(
-        describe_local(
-            await choose(settings, load_profile(settings.project_dir, settings.env).profile.model)
-        )
-    )
+    profile = load_profile(settings.project_dir, settings.env).profile
+    print(describe_local(await choose(settings, profile.model), profile.local.model))
     return EXIT_OK
 
 
@@ -289,11 +286,13 @@ async def run_interactive(settings: NodeSettings) -> int:
     node.runtime = AgentRuntime(machine, node.model, node.dispatcher, renderer)
     try:
         async with AsyncExitStack() as stack:
-            if not choice.configured and embedded_allowed() and local_model_available():
+            local_name = node.loaded.profile.local.model
+            if not choice.configured and embedded_allowed() and local_model_available(local_name):
                 renderer.line(f"{DIM}starting the embedded model (nothing else configured)…{RESET}")
                 log_path = settings.project_dir / ".gbr" / "node.log"
                 try:
-                    local = await stack.enter_async_context(local_model_server(log_path))
+                    server = local_model_server(log_path, local_name)
+                    local = await stack.enter_async_context(server)
                     choice = local.apply_to(choice)
                     node.embedded = True
                 except ModelError as exc:

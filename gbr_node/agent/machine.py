@@ -19,7 +19,9 @@ GBR-CTX-01: every request goes through `agent.context` (compaction, with one
 line for the person); a server answer that the request did not fit gets one
 compaction and one retry. Runaway turns: the same call (tool and arguments)
 failing with the same error `RUNAWAY_REPEATS` times ends the turn, with a
-note to the model and one line to the person.
+note to the model and one line to the person; within one answer, a call
+repeated with the same arguments, and calls past `MAX_CALLS_PER_ANSWER`,
+are answered "not run" instead of being run.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from gbr_node.llm.events import InvalidToolCall, ToolCall
 DEFAULT_MAX_STEPS = 25
 SMALL_MODEL_MAX_STEPS = 8  # embedded model or a window of at most 8192 tokens
 RUNAWAY_REPEATS = 3
+MAX_CALLS_PER_ANSWER = 16  # more in one answer are answered "not run" (tiny models repeat)
 CHANGING_TOOLS = {"write_file": "path", "edit_file": "path", "delete_path": "path"}
 SUGGESTION_PREFIX = "[I interrupted your previous answer.] "
 
@@ -203,13 +206,24 @@ class AgentMachine:
         self.state = State.AWAITING_TOOLS
         self._calls, self._results = calls, {}
         actions: list[Action] = []
-        for call in calls:
-            if isinstance(call, InvalidToolCall):
+        seen: set[tuple[str, str]] = set()
+        for position, call in enumerate(calls):
+            key = (call.name, _arguments_key(call))
+            repeated = key in seen
+            seen.add(key)
+            if isinstance(call, InvalidToolCall) or repeated or position >= MAX_CALLS_PER_ANSWER:
+                if isinstance(call, InvalidToolCall):
+                    why = call.reason
+                elif repeated:
+                    why = "the same call (tool and arguments) comes earlier in this answer"
+                else:
+                    why = f"at most {MAX_CALLS_PER_ANSWER} tool calls are run per answer"
                 feedback = ToolExecutionFeedback(
-                    self._prompt_id, call.id, call.name, error=f"not run: {call.reason}"
+                    self._prompt_id, call.id, call.name, error=f"not run: {why}"
                 )
                 self._results[call.id] = feedback
-                actions.append(Show("tool_end", call.name, {"feedback": feedback}))
+                if not repeated and position < MAX_CALLS_PER_ANSWER:
+                    actions.append(Show("tool_end", call.name, {"feedback": feedback}))
             elif self._steps >= self.max_steps:
                 reason = f"not run: the step limit of {self.max_steps} was reached"
                 self._results[call.id] = ToolExecutionFeedback(
@@ -342,11 +356,7 @@ class AgentMachine:
         text = feedback.as_text()
         if not (feedback.error or (feedback.result or {}).get("isError")):
             return 0
-        if isinstance(call, ToolCall):
-            arguments = json.dumps(call.arguments, sort_keys=True)
-        else:
-            arguments = call.raw_arguments
-        key = (call.name, arguments, text)
+        key = (call.name, _arguments_key(call), text)
         self._failures[key] += 1
         return self._failures[key]
 
@@ -406,6 +416,13 @@ def _wire_call(call: ToolCall | InvalidToolCall) -> dict[str, Any]:
 
 
 APPROVAL_DECIDED = "[approval #{} decided]"
+
+
+def _arguments_key(call: ToolCall | InvalidToolCall) -> str:
+    """A call's arguments in one canonical text (key order does not matter)."""
+    if isinstance(call, ToolCall):
+        return json.dumps(call.arguments, sort_keys=True)
+    return call.raw_arguments
 
 
 def _decided_id(text: str) -> str | None:

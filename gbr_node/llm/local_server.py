@@ -1,74 +1,41 @@
-"""Child-process entry point of the embedded model server: llama-cpp-python's, adapted and tied.
+"""Child-process entry point of the embedded model server: llama.cpp's own server, tied.
 
-Run as `python -m gbr_node.llm.local_server ARGS...` with ARGS exactly as
-`python -m llama_cpp.server` takes them (`--model GGUF --host 127.0.0.1
---port N --chat_format gbr-chatml-tools ...`). Two things happen before
-llama-cpp-python's server takes over:
+Run as `python -m gbr_node.llm.local_server --model GGUF --port N --n-ctx N
+--alias NAME --chat-template FILE`. It starts llama.cpp's native HTTP server
+(OpenAI-compatible `/v1/chat/completions`, `/v1/models`, `/props`) from the
+prebuilt `xllamacpp` wheel on 127.0.0.1:N, with the chat template FILE: the
+model's turn markers plus tool specs and `<tool_call>` blocks that
+llama.cpp's template analysis turns into OpenAI tool calls, streamed or not.
+The wheel is built for x86-64 with AVX2 and without AVX-512 or AMX, so it
+runs on CPUs (and VMs) that advertise AMX but fault on it.
 
-- Parent watchdog: a daemon thread reads stdin, which the parent keeps as
-  an open pipe and never writes to. End-of-file means the parent closed the
-  pipe or died (even by SIGKILL: the kernel closes a dead process's
-  descriptors), and the server exits at once. A killed node never leaves an
-  orphan server holding a port and the model's memory.
-- Chat format `gbr-chatml-tools` (`register_chat_format`): llama-cpp-python's
-  `chatml-function-calling` with the conversation adapted to its template,
-  which (in 0.3.36) renders only system, user and assistant messages. Tool
-  messages are rendered as nothing, so the model would never see a tool's
-  result; an assistant message with `content: null` (OpenAI's shape for a
-  message holding only tool calls) fails its request validation, and a
-  missing `content` fails its template. The adapter turns each tool message
-  into a user message `Result of TOOL:\\n...`, gives tool-call messages
-  `content: ""`, and reads a missing `tool_choice` as "auto" when tools are
-  offered (OpenAI's default; the stock handler takes it as "none").
-  Streaming with tools still fails in that handler (HTTP 200, no event): the
-  node sends such requests with `stream: false` (`stream_tools=False`).
+Parent watchdog: a daemon thread reads stdin, which the parent keeps as an
+open pipe and never writes to. End-of-file means the parent closed the pipe
+or died (even by SIGKILL: the kernel closes a dead process's descriptors),
+and the server exits at once, so a killed node never leaves an orphan
+server holding a port and the model's memory.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import runpy
 import sys
 import threading
-from typing import Any
+from pathlib import Path
 
-CHAT_FORMAT = "gbr-chatml-tools"
-
-
-def adapt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI chat messages rewritten for the chatml-function-calling template. Pure.
-
-    Tool messages become user messages naming the tool (found through
-    `tool_call_id` in the earlier assistant tool calls; "tool" if unknown);
-    an assistant `content` that is null or missing becomes "".
-    """
-    names: dict[str, str] = {}
-    adapted = []
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant":
-            for call in message.get("tool_calls") or ():
-                names[call.get("id", "")] = call.get("function", {}).get("name", "tool")
-            adapted.append({**message, "content": message.get("content") or ""})
-        elif role == "tool":
-            name = names.get(message.get("tool_call_id", ""), "tool")
-            adapted.append({"role": "user", "content": f"Result of {name}:\n{message['content']}"})
-        else:
-            adapted.append(message)
-    return adapted
+MAX_ANSWER_TOKENS = 512  # n_predict: an answer that runs on stops here, not at a full window
 
 
-def register_chat_format() -> None:
-    """Register `gbr-chatml-tools` with llama-cpp-python (imports llama_cpp)."""
-    from llama_cpp import llama_chat_format
-
-    def handler(**kwargs: Any) -> Any:
-        kwargs["messages"] = adapt_messages(kwargs["messages"])
-        if kwargs.get("tools") and kwargs.get("tool_choice") is None:
-            kwargs["tool_choice"] = "auto"
-        return llama_chat_format.chatml_function_calling(**kwargs)
-
-    llama_chat_format.register_chat_completion_handler(CHAT_FORMAT)(handler)
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The child's command line (see the module docstring); exits 2 on a bad one."""
+    parser = argparse.ArgumentParser(prog="gbr_node.llm.local_server")
+    parser.add_argument("--model", required=True, type=Path, help="GGUF file")
+    parser.add_argument("--port", required=True, type=int)
+    parser.add_argument("--n-ctx", required=True, type=int, help="context window, tokens")
+    parser.add_argument("--alias", required=True, help="model id the server lists")
+    parser.add_argument("--chat-template", required=True, type=Path, help="Jinja template file")
+    return parser.parse_args(argv)
 
 
 def _exit_when_parent_goes() -> None:
@@ -80,12 +47,28 @@ def _exit_when_parent_goes() -> None:
         os._exit(0)  # no cleanup wanted: the server holds nothing that needs it
 
 
-def main() -> None:
-    """Start the stdin watchdog, register the chat format, run `llama_cpp.server` with our argv."""
+def main(argv: list[str] | None = None) -> None:
+    """Start the watchdog, then llama.cpp's server; serve until the parent goes or SIGTERM."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     threading.Thread(target=_exit_when_parent_goes, name="parent-watchdog", daemon=True).start()
-    register_chat_format()
-    sys.argv = ["llama_cpp.server", *sys.argv[1:]]
-    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+    if not args.model.is_file():
+        sys.exit(f"gbr-node local server: no model file {args.model}")
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(args.model)
+    params.n_ctx = args.n_ctx
+    params.n_parallel = 1  # one slot holding the whole window
+    params.n_predict = MAX_ANSWER_TOKENS
+    params.use_jinja = True
+    params.chat_template = args.chat_template.read_text(encoding="utf-8")
+    params.hostnames = ["127.0.0.1"]
+    params.port = args.port
+    params.endpoint_props = True
+    params.model_alias = {args.alias}
+    server = xllamacpp.Server(params)
+    print(f"gbr-node local server: listening on {server.listening_address}", flush=True)
+    threading.Event().wait()
 
 
 if __name__ == "__main__":
