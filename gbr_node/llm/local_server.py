@@ -24,7 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
-MAX_ANSWER_TOKENS = 512  # n_predict: an answer that runs on stops here, not at a full window
+MAX_ANSWER_TOKENS = 256  # n_predict: tiny models run on (repeating) rather than stop; cut here
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

