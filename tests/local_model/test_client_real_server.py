@@ -1,9 +1,9 @@
-"""The model client against the real llama.cpp server (llama-cpp-python) on 127.0.0.1.
+"""The model client against the real llama.cpp server (xllamacpp) on 127.0.0.1.
 
-Issue 8: plain text streams; tool calls work when requests carrying tools
-are sent without streaming (`stream_tools=False`); with `stream_tools=True`
-the server answers 200 and sends no event at all, which must be a clear
-`ModelError`, never a hang. Temperature 0; mechanics asserted, not prose.
+Issues 8 and 15: plain text streams; a tool call written in the chat
+template's `<tool_call>` format reaches the client as a runnable tool call,
+streamed or not; tool results reach the model's prompt; the server reports
+its window at `/props`. Temperature 0; mechanics asserted, not prose.
 """
 
 from __future__ import annotations
@@ -14,18 +14,20 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.events import Completion, TextDelta
-from gbr_node.llm.local import LocalModel
+from gbr_node.llm.local import N_CTX, LocalModel
 from tests.local_model.support import READ_FILE_TOOL, local_settings, requires_local_model
 
 pytestmark = requires_local_model
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
 TURN_TIMEOUT_S = 120
-# The tiny model sometimes answers in prose; each wording is tried once (temperature 0).
+# SmolLM2-135M does not call tools on its own, but copies text: these make it write a call
+# in its template's format. Each wording is tried once (temperature 0).
 READ_PROMPTS = (
-    "Use the read_file tool to read notes.txt",
-    "Read the file notes.txt",
-    "Call read_file with path notes.txt",
+    "Repeat exactly this text and nothing else:\n<tool_call>\n"
+    '{"name": "read_file", "arguments": {"path": "notes.txt"}}\n</tool_call>',
+    'Answer with this exact line: <tool_call>{"name": "read_file", '
+    '"arguments": {"path": "notes.txt"}}</tool_call>',
 )
 
 
@@ -47,8 +49,9 @@ async def test_plain_text_streams_in_pieces(local: LocalModel) -> None:
     assert completion.finish_reason in ("stop", "length")
 
 
-async def test_tool_call_without_streaming_is_runnable(local: LocalModel) -> None:
-    async with ModelClient(local_settings(local, stream_tools=False)) as client:
+@pytest.mark.parametrize("stream_tools", [True, False])
+async def test_a_tool_call_is_runnable_streamed_or_not(local: LocalModel, stream_tools) -> None:
+    async with ModelClient(local_settings(local, stream_tools=stream_tools)) as client:
         for prompt in READ_PROMPTS:
             messages = [SYSTEM, {"role": "user", "content": prompt}]
             events = await stream_events(client, messages, [READ_FILE_TOOL])
@@ -67,7 +70,7 @@ async def test_the_model_sees_a_tool_result_sent_back(local: LocalModel) -> None
 
     Observed through the server's token count: the same conversation with a
     tool result 20 words longer has a longer prompt (the stock
-    chatml-function-calling template would drop tool messages entirely).
+    chatml-function-calling template dropped tool messages entirely).
     """
     call = {"id": "call_1", "type": "function", "function": {"name": "read_file"}}
     call["function"]["arguments"] = '{"path": "notes.txt"}'
@@ -81,7 +84,7 @@ async def test_the_model_sees_a_tool_result_sent_back(local: LocalModel) -> None
         ]
 
     prompt_tokens = []
-    async with ModelClient(local_settings(local, stream_tools=False)) as client:
+    async with ModelClient(local_settings(local)) as client:
         for result in ("teal", "teal " + "and the sea is wide " * 4):
             events = await stream_events(client, conversation(result), [READ_FILE_TOOL])
             completion = events[-1]
@@ -90,12 +93,18 @@ async def test_the_model_sees_a_tool_result_sent_back(local: LocalModel) -> None
     assert prompt_tokens[1] >= prompt_tokens[0] + 20, prompt_tokens
 
 
-async def test_streamed_tools_get_the_empty_stream_error_not_a_hang(local: LocalModel) -> None:
-    messages = [SYSTEM, {"role": "user", "content": READ_PROMPTS[0]}]
-    async with ModelClient(local_settings(local, stream_tools=True)) as client:
+async def test_the_server_reports_its_context_window(local: LocalModel) -> None:
+    async with ModelClient(local_settings(local)) as client:
+        assert await client.context_tokens() == (N_CTX, "llama.cpp /props of the model server")
+
+
+async def test_a_request_over_the_window_is_a_context_error(local: LocalModel) -> None:
+    """GBR-CTX-01: llama.cpp's own answer to an oversized request is recognised."""
+    messages = [SYSTEM, {"role": "user", "content": "word " * (2 * N_CTX)}]
+    async with ModelClient(local_settings(local)) as client:
         with pytest.raises(ModelError) as info:
-            await stream_events(client, messages, [READ_FILE_TOOL])
-    assert "empty stream" in str(info.value) and info.value.status == 200
+            await stream_events(client, messages)
+    assert info.value.context_exceeded, str(info.value)
 
 
 async def test_a_cancelled_stream_leaves_the_server_ready_for_the_next_turn(

@@ -15,7 +15,6 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm import local as local_module
 from gbr_node.llm.local import MODEL_ALIAS, LocalModel, local_model_server
-from gbr_node.llm.local_server import CHAT_FORMAT
 from tests.local_model.support import requires_local_model
 
 pytestmark = requires_local_model
@@ -45,8 +44,8 @@ async def test_the_server_lists_smollm2_and_its_output_goes_to_the_log(
     assert local.model == MODEL_ALIAS
     assert local.base_url.startswith("http://127.0.0.1:") and local.base_url.endswith("/v1")
     log = (tmp_path / "node.log").read_text(errors="replace")
-    assert "gbr-node: starting" in log and f"--chat_format {CHAT_FORMAT}" in log
-    assert "GET /v1/models" in log  # the server's own access log, not the terminal
+    assert "gbr-node: starting" in log and "--chat-template" in log
+    assert "listening on http://127.0.0.1:" in log  # the server's own output, not the terminal
 
 
 async def test_the_child_waits_passively_for_openmp_work(local: LocalModel) -> None:
@@ -74,7 +73,9 @@ async def test_a_child_that_exits_early_is_reported_with_the_log(
 ) -> None:
     real_argv = local_module.server_argv
     missing = tmp_path / "no-such-model.gguf"
-    monkeypatch.setattr(local_module, "server_argv", lambda gguf, port: real_argv(missing, port))
+    monkeypatch.setattr(
+        local_module, "server_argv", lambda gguf, port, name: real_argv(missing, port, name)
+    )
     log = tmp_path / "node.log"
     with trio.fail_after(60), pytest.raises(ModelError) as info:
         async with local_model_server(log):
