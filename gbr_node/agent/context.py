@@ -87,7 +87,8 @@ class ContextManager:
         """The next request over `session` offering `tools`, compacting first if needed.
 
         `mode`: "auto" compacts only when the request would not fit; "overflow"
-        (after a server's context error) always compacts, to `OVERFLOW_TO`;
+        (after a server's context error) always compacts, to `OVERFLOW_TO` of the
+        budget or half the estimate, whichever is less;
         "manual" (`/compact`) leaves out every turn but the last and every
         old tool result. Raises ValueError for another mode.
         """
@@ -100,7 +101,10 @@ class ContextManager:
         notice = None
         if mode != "auto" or before > self.budget:
             share = {"auto": COMPACT_TO, "overflow": OVERFLOW_TO, "manual": 0.0}[mode]
-            notice = self._compact(session, sent_tools, int(self.budget * share), before)
+            target = int(self.budget * share)
+            if mode == "overflow":  # the estimate was wrong: at least halve the request
+                target = min(target, before // 2)
+            notice = self._compact(session, sent_tools, target, before)
         messages = session.request_messages()
         raw = request_tokens(messages, sent_tools)
         estimate = math.ceil(raw * self.ratio)

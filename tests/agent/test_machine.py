@@ -212,3 +212,65 @@ def test_an_empty_answer_is_announced_and_not_kept_in_history():
     assert actions[0].kind == "notice" and "empty answer" in actions[0].text
     assert m.state is State.IDLE
     assert m.session.request_messages()[-1] == {"role": "user", "content": "hi"}
+
+
+def failed(prompt_id, call_id, text="no such file: a.txt"):
+    result = {"content": [{"type": "text", "text": text}], "isError": True}
+    return ToolExecutionFeedback(prompt_id, call_id, "read_file", result=result)
+
+
+def test_a_call_repeated_in_one_answer_runs_once_and_the_rest_are_answered():
+    m = make()
+    pid = only(m.handle(UserPrompt("go")), StartInference)[0].prompt.prompt_id
+    calls = (call("c1"), call("c2"), call("c3", "b.txt"))
+    runs = only(m.handle(OracleDone(pid, "", calls, "tool_calls")), RunTool)
+    assert [r.call.id for r in runs] == ["c1", "c3"]
+    m.handle(ok(pid, "c1"))
+    (start,) = only(m.handle(ok(pid, "c3")), StartInference)
+    assert chat_request_problem({"model": "m", "messages": list(start.prompt.messages)}) is None
+    answers = {
+        x["tool_call_id"]: x["content"] for x in start.prompt.messages if x["role"] == "tool"
+    }
+    assert answers["c2"].startswith("error: not run: the same call")
+
+
+def test_more_than_sixteen_calls_in_one_answer_are_not_run():
+    m = make()
+    pid = only(m.handle(UserPrompt("go")), StartInference)[0].prompt.prompt_id
+    calls = tuple(call(f"c{n}", f"f{n}.txt") for n in range(20))
+    runs = only(m.handle(OracleDone(pid, "", calls, "tool_calls")), RunTool)
+    assert len(runs) == 16
+
+
+def test_the_same_failure_three_times_ends_the_turn_but_different_errors_do_not():
+    m = make()
+    pid = only(m.handle(UserPrompt("go")), StartInference)[0].prompt.prompt_id
+    for n, error in enumerate(["no such file: a.txt", "permission denied", "no such file: a.txt"]):
+        m.handle(OracleDone(pid, "", (call(f"c{n}"),), "tool_calls"))
+        actions = m.handle(failed(pid, f"c{n}", error))
+        (start,) = only(actions, StartInference)
+        pid = start.prompt.prompt_id
+    m.handle(OracleDone(pid, "", (call("c9"),), "tool_calls"))
+    actions = m.handle(failed(pid, "c9"))
+    assert not only(actions, StartInference) and m.state is State.IDLE
+    (notice,) = [a for a in only(actions, Show) if a.kind == "notice"]
+    assert notice.text == "stopped: read_file failed 3 times with the same arguments and error"
+    assert "[stopped: this same call failed 3 times" in m.session.entries[-1].message["content"]
+
+
+def test_a_context_error_gets_one_compacted_retry_then_one_error():
+    m = make()
+    for n in range(3):
+        pid = only(m.handle(UserPrompt(f"q{n}")), StartInference)[0].prompt.prompt_id
+        m.handle(OracleDone(pid, f"a{n}"))
+    pid = only(m.handle(UserPrompt("last")), StartInference)[0].prompt.prompt_id
+    actions = m.handle(OracleFailed(pid, "too long", context_exceeded=True, context_limit=2048))
+    (retry,) = only(actions, StartInference)
+    assert [x["role"] for x in retry.prompt.messages] == ["system", "user"]
+    assert m.context.window.tokens == 2048
+    notices = [a.text for a in only(actions, Show) if a.kind == "notice"]
+    assert notices and "compacted 3 old turns" in notices[0]
+    again = m.handle(OracleFailed(retry.prompt.prompt_id, "too long", context_exceeded=True))
+    assert not only(again, StartInference) and m.state is State.IDLE
+    (error,) = [a for a in only(again, Show) if a.kind == "error"]
+    assert "does not fit the model's context window" in error.text
