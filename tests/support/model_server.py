@@ -102,7 +102,9 @@ class RecordedRequest:
 
 @dataclass(frozen=True)
 class Disconnect:
-    """The client of request number `request` (0-based) left after `chunks_sent` writes, at `at`.
+    """The client of chat request number `request` (0-based, counting only
+    `POST .../chat/completions`, not the node's `GET /props` or `/v1/models` probes)
+    left after `chunks_sent` writes, at `at`.
 
     `chunks_sent` counts the non-pause items of the `SseReply` written before
     the disconnect was seen; `at` is `time.monotonic()`.
@@ -203,12 +205,14 @@ class ModelServer:
             return len(self._queue)
 
     def _record(self, request: RecordedRequest) -> int:
+        """Keep `request`; returns its number among the chat requests (-1 for others)."""
         with self._lock:
             self._requests.append(request)
             if self._record_path:
                 with open(self._record_path, "a", encoding="utf-8") as out:
                     out.write(json.dumps(asdict(request)) + "\n")
-            return len(self._requests) - 1
+            chat = [r for r in self._requests if r.path.endswith("/chat/completions")]
+            return len(chat) - 1 if request.path.endswith("/chat/completions") else -1
 
     def _next_reply(self) -> Reply | None:
         with self._lock:
