@@ -8,6 +8,7 @@ its window at `/props`. Temperature 0; mechanics asserted, not prose.
 
 from __future__ import annotations
 
+import httpx
 import pytest
 import trio
 
@@ -96,6 +97,16 @@ async def test_the_model_sees_a_tool_result_sent_back(local: LocalModel) -> None
 async def test_the_server_reports_its_context_window(local: LocalModel) -> None:
     async with ModelClient(local_settings(local)) as client:
         assert await client.context_tokens() == (N_CTX, "llama.cpp /props of the model server")
+
+
+async def test_llama_cpp_reads_tool_calls_from_our_chat_template(local: LocalModel) -> None:
+    """The template gbr-node gives the model is the one llama.cpp derives its tool-call
+    parser from (`chat_template_caps`), so the format the model is shown is the one parsed."""
+    root = local.base_url.removesuffix("/v1")
+    async with httpx.AsyncClient() as http:
+        props = (await http.get(f"{root}/props")).json()
+    assert props["chat_template_caps"]["supports_tool_calls"] is True
+    assert "<tool_call>" in props["chat_template"]
 
 
 async def test_a_request_over_the_window_is_a_context_error(local: LocalModel) -> None:
