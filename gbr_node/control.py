@@ -147,8 +147,8 @@ class Node:
         The window is `[model] context_tokens` when set, else what the server
         reports (`ModelClient.context_tokens`), else the conservative default;
         the step limit is the profile's `max_steps`, else `SMALL_MODEL_MAX_STEPS`
-        for a small model (embedded, or a window of at most `SMALL_WINDOW_TOKENS`),
-        else `DEFAULT_MAX_STEPS`.
+        for a small model (embedded, or a known window of at most
+        `SMALL_WINDOW_TOKENS`), else `DEFAULT_MAX_STEPS`.
         """
         config = self.choice.config if self.choice else self.loaded.profile.model
         window = DEFAULT_WINDOW
@@ -158,7 +158,9 @@ class Node:
             reported = await self.client.context_tokens()
             if reported is not None:
                 window = Window(*reported)
-        small = self.embedded or window.tokens <= SMALL_WINDOW_TOKENS
+        # The conservative default says nothing about the model: only a known window counts.
+        known = window is not DEFAULT_WINDOW
+        small = self.embedded or (known and window.tokens <= SMALL_WINDOW_TOKENS)
         steps = self.loaded.profile.max_steps or (
             SMALL_MODEL_MAX_STEPS if small else DEFAULT_MAX_STEPS
         )
