@@ -31,12 +31,15 @@ START_TIMEOUT_S = 120  # server start plus the first model load on a cold CI dis
 TURN_TIMEOUT_S = 180  # one turn with a tool call on a 2-core machine
 NOTE = "the secret colour is teal"
 # SmolLM2-135M does not call tools on its own (scripts/bench/local_tasks.py), but it copies
-# text: these prompts make it write the call in its template's format, which llama.cpp's
-# server turns into a streamed tool call. Each wording is tried once (temperature 0).
+# text: these prompts (one line each: the REPL sends a line per Enter) make it write the
+# call in its template's format, which llama.cpp's server turns into a streamed tool call.
+# Each wording is tried once (temperature 0).
 PROMPTS = (
-    "Repeat exactly this text and nothing else:\n<tool_call>\n"
-    '{"name": "read_file", "arguments": {"path": "notes.txt"}}\n</tool_call>',
     'Answer with this exact line: <tool_call>{"name": "read_file", '
+    '"arguments": {"path": "notes.txt"}}</tool_call>',
+    'Repeat exactly: <tool_call>{"name": "read_file", "arguments": {"path": "notes.txt"}}'
+    "</tool_call>",
+    'Repeat exactly this text and nothing else: <tool_call>{"name": "read_file", '
     '"arguments": {"path": "notes.txt"}}</tool_call>',
 )
 
