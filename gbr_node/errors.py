@@ -20,7 +20,8 @@ The tree says who is at fault (STYLE.md, "Errors say who is at fault"):
     ├── PeerUnreachable     dial failed: refused, timeout, Noise failure, wrong peer ID
     │   └── StreamBroken    the stream ended or was reset mid-exchange
     ├── CallTimeout         a remote call or a command ran past its time limit
-    └── ModelError          the model server answered with an error or broke the stream
+    ├── ModelError          the model server answered with an error or broke the stream
+    └── LibraryError        a `[library]` environment or the library index cannot be read
 
 Foreign exceptions (OSError, httpx, libp2p) are translated at the boundary with
 `raise ... from exc`, so callers only ever catch `GbrError` subclasses.
@@ -181,3 +182,7 @@ class InvalidArguments(GbrError):
 
     Maps to JSON-RPC -32602 Invalid params on the wire.
     """
+
+
+class LibraryError(GbrError):
+    """A `[library]` environment cannot be read, or the library index is unusable (issue 18)."""

@@ -1,0 +1,306 @@
+"""Which Python distributions an environment holds, read from disk (issue 18).
+
+An environment is given as a virtual environment folder (one with
+`pyvenv.cfg`), a `site-packages` folder, or a Python interpreter; the node's
+own interpreter is the fallback. Nothing of the environment is imported or
+run, except that an interpreter given by path is asked once, with `-I -S`
+(no site hooks, no `.pth` files), where its site-packages folders are.
+
+A distribution is a `*.dist-info` folder: its name and version from
+`METADATA`, its source files (`.py`, `.pyi`) from `RECORD`, and a fingerprint
+that changes when `RECORD` does (any install, upgrade or uninstall rewrites
+it). An editable install (PEP 660) is read from the folders its `.pth` file or
+finder module names, and its fingerprint covers those files' sizes and times.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import subprocess
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gbr_node.errors import LibraryError
+
+SOURCE_SUFFIXES = (".py", ".pyi")
+MAX_EDITABLE_FILES = 20_000
+SKIPPED_DIRS = frozenset(
+    {"__pycache__", "node_modules", "site-packages", "build", "dist", ".git", ".venv"}
+)
+INTERPRETER_TIMEOUT_S = 10.0
+_SITE_QUERY = (
+    "import json, sysconfig; "
+    "print(json.dumps([sysconfig.get_path('purelib'), sysconfig.get_path('platlib')]))"
+)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A distribution seen in a site folder, before it is read: its
+    `*.dist-info` folder and a `fingerprint` that changes with its `RECORD`
+    (or, for an editable install, with its source files).
+    A package of an extra source folder comes already read, as `source`."""
+
+    dist_info: Path
+    site: Path
+    fingerprint: str
+    editable: bool
+    source: Distribution | None = None
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One installed distribution, read.
+
+    `files` are its source files as paths relative to `base` (what hits show
+    and `read_library` accepts); `key` is the normalised name (PEP 503).
+    """
+
+    name: str
+    version: str
+    base: Path
+    files: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return normalise(self.name)
+
+
+def normalise(name: str) -> str:
+    """A distribution name normalised as PEP 503 does (`Foo_Bar.baz` -> `foo-bar-baz`)."""
+    out = []
+    for ch in name.lower():
+        out.append("-" if ch in "-_." else ch)
+    text = "".join(out)
+    while "--" in text:
+        text = text.replace("--", "-")
+    return text
+
+
+def site_dirs(spec: str | None, project_dir: Path) -> list[Path]:
+    """The site-packages folders of one environment spec (None: the default).
+
+    The default is `project_dir/.venv` when it is a virtual environment, else
+    the node's own interpreter. Raises LibraryError naming the spec when
+    it is none of a venv folder, a site-packages folder or an interpreter.
+    """
+    if spec is None:
+        venv = project_dir / ".venv"
+        if (venv / "pyvenv.cfg").is_file():
+            return _venv_sites(venv)
+        paths = [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
+        return _existing(paths)
+    path = (project_dir / os.path.expanduser(spec)).absolute()
+    if (path / "pyvenv.cfg").is_file():
+        return _venv_sites(path)
+    if path.is_dir():
+        return [path]
+    if path.is_file() and os.access(path, os.X_OK):
+        return _interpreter_sites(path)
+    raise LibraryError(
+        f"[library] environments: {spec!r} is not a virtual environment, a site-packages "
+        "folder or a Python interpreter"
+    )
+
+
+def _existing(paths: list[str]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        if path and Path(path).is_dir() and Path(path) not in found:
+            found.append(Path(path))
+    return found
+
+
+def _venv_sites(venv: Path) -> list[Path]:
+    found = sorted(venv.glob("lib/python*/site-packages")) + sorted(
+        venv.glob("lib64/python*/site-packages")
+    )
+    found.append(venv / "Lib" / "site-packages")  # Windows layout
+    return _existing([str(p) for p in found])
+
+
+def _interpreter_sites(python: Path) -> list[Path]:
+    try:
+        out = subprocess.run(
+            [str(python), "-I", "-S", "-c", _SITE_QUERY],
+            capture_output=True,
+            text=True,
+            timeout=INTERPRETER_TIMEOUT_S,
+            check=True,
+        ).stdout
+        return _existing(json.loads(out))
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise LibraryError(f"[library] environments: cannot ask {python}: {exc}") from exc
+
+
+def _metadata(dist_info: Path) -> tuple[str, str]:
+    name = version = ""
+    try:
+        with open(dist_info / "METADATA", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.lower() == "name" and not name:
+                    name = value.strip()
+                elif key.lower() == "version" and not version:
+                    version = value.strip()
+                if name and version:
+                    break
+    except OSError:
+        pass
+    if not name:  # foo_bar-1.0.dist-info
+        stem = dist_info.name[: -len(".dist-info")]
+        name, _, version = stem.partition("-")
+    return name, version
+
+
+def _record_files(dist_info: Path, site: Path) -> list[str]:
+    try:
+        text = (dist_info / "RECORD").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    files = []
+    for line in text.splitlines():
+        path = line.rsplit(",", 2)[0] if line.count(",") >= 2 else line.split(",")[0]
+        path = path.strip('"')
+        if path.endswith(SOURCE_SUFFIXES) and not path.startswith(("..", "/")):
+            if ".dist-info/" not in path and "__editable__" not in path:
+                files.append(path)
+    return files
+
+
+def _editable_roots(dist_info: Path, site: Path) -> list[tuple[Path, str | None]]:
+    """(folder, package) pairs an editable install maps: a finder module's MAPPING
+    gives `{package: folder}`; a plain `.pth` line gives a folder of packages."""
+    roots: list[tuple[Path, str | None]] = []
+    try:
+        record = (dist_info / "RECORD").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return roots
+    for line in record.splitlines():
+        rel = line.split(",")[0]
+        if rel.endswith(".pth"):
+            try:
+                pth = (site / rel).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for entry in pth.splitlines():
+                entry = entry.strip()
+                if entry and not entry.startswith(("#", "import ")) and Path(entry).is_dir():
+                    roots.append((Path(entry), None))
+        elif rel.endswith("_finder.py") and "__editable__" in rel:
+            roots.extend(_finder_mapping(site / rel))
+    return roots
+
+
+def _finder_mapping(finder: Path) -> list[tuple[Path, str | None]]:
+    try:
+        tree = ast.parse(finder.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id == "MAPPING" and node.value is not None:
+            try:
+                mapping = ast.literal_eval(node.value)
+            except ValueError:
+                return []
+            return [(Path(folder), package) for package, folder in mapping.items()]
+    return []
+
+
+def _walk_sources(root: Path, limit: int) -> Iterator[Path]:
+    stack = [root]
+    count = 0
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if not entry.name.startswith(".") and entry.name not in SKIPPED_DIRS:
+                    stack.append(Path(entry.path))
+            elif entry.name.endswith(SOURCE_SUFFIXES):
+                count += 1
+                if count > limit:
+                    return
+                yield Path(entry.path)
+
+
+def _editable_files(dist_info: Path, site: Path) -> tuple[Path, list[str], str] | None:
+    """(base folder, source files relative to it, fingerprint) of an editable install."""
+    roots = _editable_roots(dist_info, site)
+    if not roots:
+        return None
+    folder, package = roots[0]
+    base = folder.parent if package else folder
+    digest = hashlib.blake2b(digest_size=16)
+    files = []
+    for root, package in roots:
+        if (root.parent if package else root) != base:
+            continue  # one base folder per distribution; the rest are rare
+        for path in _walk_sources(root, MAX_EDITABLE_FILES):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            rel = path.relative_to(base).as_posix()
+            files.append(rel)
+            digest.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return base, files, "e" + digest.hexdigest()
+
+
+def _is_editable(dist_info: Path) -> bool:
+    try:
+        info = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))
+        return bool(info["dir_info"]["editable"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def scan_site(site: Path) -> list[Installed]:
+    """The distributions in one site-packages folder, cheaply: one `scandir` and a
+    `stat` of each `RECORD` (an editable install also walks its sources). A
+    `*.dist-info` folder without a readable `RECORD` (half-written) is skipped."""
+    found = []
+    try:
+        entries = [e for e in os.scandir(site) if e.name.endswith(".dist-info") and e.is_dir()]
+    except OSError:
+        return []
+    for entry in sorted(entries, key=lambda e: e.name):
+        dist_info = Path(entry.path)
+        try:
+            st = (dist_info / "RECORD").stat()
+        except OSError:
+            continue
+        fingerprint = f"{dist_info.name}:{st.st_size}:{st.st_mtime_ns}"
+        editable = (dist_info / "direct_url.json").is_file() and _is_editable(dist_info)
+        if editable:
+            read = _editable_files(dist_info, site)
+            if read is None:
+                continue
+            fingerprint += ":" + read[2]
+        found.append(Installed(dist_info, site, fingerprint, editable))
+    return found
+
+
+def read_distribution(installed: Installed) -> Distribution:
+    """Name, version (METADATA) and source files (RECORD, or an editable
+    install's folders) of a distribution found by `scan_site`."""
+    name, version = _metadata(installed.dist_info)
+    if installed.editable:
+        read = _editable_files(installed.dist_info, installed.site)
+        if read is not None:
+            return Distribution(name, version, read[0], tuple(read[1]))
+    files = _record_files(installed.dist_info, installed.site)
+    return Distribution(name, version, installed.site, tuple(files))

@@ -1,0 +1,291 @@
+"""The library index a node keeps: kept up to date, searched, read (issue 18, STD-AI-01).
+
+`LibraryIndex` owns `.gbr/library.db` for one set of environments (site
+folders) and extra source folders. `refresh` re-checks what is installed
+(one `scandir` per site folder and a `stat` per distribution) and re-indexes
+only distributions whose fingerprint changed, so a `pip install` is picked
+up by the next lookup; `search` and `read` call it first. All methods block
+(SQLite, file reads): call them from a worker thread in async code. They are
+thread-safe: writes are serialised by a lock, each thread reads through its
+own connection.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gbr_node.errors import LibraryError
+from gbr_node.library import store
+from gbr_node.library.build import build_distribution
+from gbr_node.library.environments import Installed, normalise, read_distribution, scan_site
+from gbr_node.library.rank import plan_query, rerank
+from gbr_node.library.sources import scan_sources
+from gbr_node.library.store import Hit
+from gbr_node.library.words import tokenize
+
+CANDIDATES = 200
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 50
+READ_DEFAULT_LINES = 80
+READ_MAX_LINES = 400
+
+
+@dataclass
+class RefreshReport:
+    """What one `refresh` did: distributions indexed, removed and found
+    unchanged, the files skipped while indexing, and the time it took (seconds)."""
+
+    indexed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Mentions:
+    """What a message names: installed packages (`packages`, normalised
+    distribution names) and public names of them it spells as code (`names`)."""
+
+    packages: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+class LibraryIndex:
+    """The index of `sites` (site-packages folders) and `sources` (plain-text
+    source folders), stored at `db_path`.
+
+    Raises LibraryError from any method when the database cannot be opened.
+    """
+
+    def __init__(self, db_path: Path, sites: Iterable[Path], sources: Iterable[Path] = ()) -> None:
+        self.db_path = db_path
+        self.sites = tuple(sites)
+        self.sources = tuple(sources)
+        self._write = threading.Lock()
+        self._local = threading.local()
+        self._names: dict[str, str] | None = None
+        self._names_at = -1
+
+    # -- keeping it current ---------------------------------------------------
+
+    def _db(self):
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = store.connect(self.db_path)
+        return db
+
+    def installed(self) -> list[Installed]:
+        """Every distribution of the configured folders, cheaply (no file read)."""
+        found = [i for site in self.sites for i in scan_site(site)]
+        return found + scan_sources(self.sources)
+
+    def refresh(self, only: Iterable[str] | None = None) -> RefreshReport:
+        """Index what changed since the last call; remove what was uninstalled.
+
+        `only` restricts indexing to those distributions (normalised names;
+        nothing is removed then): the quick path of a lookup that names a
+        package while the rest is still to be indexed.
+        """
+        started = time.perf_counter()
+        report = RefreshReport()
+        wanted = None if only is None else {normalise(n) for n in only}
+        with self._write:
+            db = self._db()
+            known = {d.dist_info: d for d in store.dists(db)}
+            installed = self.installed()
+            for item in installed:
+                old = known.get(str(item.dist_info))
+                if old is not None and old.fingerprint == item.fingerprint:
+                    report.unchanged += 1
+                    continue
+                dist = read_distribution(item) if not item.source else item.source
+                if wanted is not None and dist.key not in wanted:
+                    continue
+                built = build_distribution(dist)
+                with db:
+                    store.write_dist(
+                        db,
+                        dist_info=str(item.dist_info),
+                        fingerprint=item.fingerprint,
+                        name=dist.name,
+                        key=dist.key,
+                        version=dist.version,
+                        base=str(dist.base),
+                        built=built,
+                    )
+                report.indexed.append(f"{dist.name}=={dist.version}")
+                report.skipped.extend(f"{dist.name}: {s}" for s in built.skipped)
+            if wanted is None:
+                present = {str(i.dist_info) for i in installed}
+                with db:
+                    for dist_info, old in known.items():
+                        if dist_info not in present:
+                            store.delete_dist(db, old.id)
+                            report.removed.append(f"{old.name}=={old.version}")
+            if report.indexed or report.removed:
+                self._names = None
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def pending(self) -> list[str]:
+        """Normalised names of installed distributions not indexed at their
+        current fingerprint (what a full `refresh` would index)."""
+        known = {d.dist_info: d.fingerprint for d in store.dists(self._db())}
+        return [
+            str(i.dist_info) for i in self.installed() if known.get(str(i.dist_info)) != i.fingerprint
+        ]
+
+    def package_names(self) -> dict[str, str]:
+        """Every lower-case way of naming an indexed package (normalised name,
+        name with `_`, top-level modules) -> normalised distribution name."""
+        if self._names is None:
+            names: dict[str, str] = {}
+            for dist in store.dists(self._db()):
+                for alias in (dist.key, dist.key.replace("-", "_"), *dist.top_level):
+                    names.setdefault(alias.lower(), dist.key)
+            self._names = names
+        return self._names
+
+    # -- looking things up ----------------------------------------------------
+
+    def search(self, query: str, package: str | None = None, limit: int = DEFAULT_LIMIT) -> list[Hit]:
+        """The best `limit` (1..MAX_LIMIT) definitions for `query`, best first.
+
+        `package` (a distribution or import name) ranks that distribution's
+        hits first; a package named in the query does the same. Does not
+        refresh: call `refresh` first for a fresh view.
+        """
+        limit = max(1, min(limit, MAX_LIMIT))
+        db = self._db()
+        names = self.package_names()
+        plan = plan_query(query, names, package)
+        if plan.expression is None:
+            return []
+        keys = {d.name: d.key for d in store.dists(db)}
+        ids = {d.key: d.id for d in store.dists(db)}
+        scored: list[tuple[int, float]] = []
+        wanted = [ids[k] for k in plan.packages if k in ids]
+        if wanted:
+            tokens = " OR ".join(store.dist_token(i) for i in wanted)
+            scored += store.match(db, f"dist : ({tokens}) AND ({plan.expression})", CANDIDATES)
+        scored += store.match(db, plan.expression, CANDIDATES)
+        top = max((s for _, s in scored), default=1.0)
+        for ident in plan.identifiers:  # spelled out in full: as good as the best match
+            scored += [(h.entry_id, top) for h in store.by_alias(db, ident)]
+        found = store.hits(db, _best_scores(scored))
+        return rerank(found, plan, keys, limit)
+
+    def mentions(self, text: str) -> Mentions:
+        """The installed packages `text` names as words, and the public names of
+        them it spells as code (`open_nursery`, `httpx.Timeout`, backticked)."""
+        names = self.package_names()
+        packages: list[str] = []
+        spelled: list[str] = []
+        db = self._db()
+        for token in tokenize(text):
+            word = token.text.lower()
+            head = word.partition(".")[0]
+            if word in names or (token.code and head in names):
+                key = names.get(word) or names[head]
+                if key not in packages:
+                    packages.append(key)
+                continue
+            if not token.code or len(token.text) < 3:
+                continue
+            found = store.by_alias(db, token.text) or [
+                h for h in store.by_name(db, token.text.rpartition(".")[2], 5) if "_" not in h.qualname[:1]
+            ]
+            public = [h for h in found if not _private(h)]
+            if public:
+                spelled.append(token.text)
+                key = normalise(public[0].dist)
+                if key not in packages:
+                    packages.append(key)
+        return Mentions(tuple(packages), tuple(spelled))
+
+    def read(
+        self, name_or_path: str, line: int | None = None, lines: int = READ_DEFAULT_LINES
+    ) -> str:
+        """The source of a definition, by import path (`httpx.Timeout`) or by
+        file (`httpx/_config.py`, optionally `:LINE`), as numbered lines, at
+        most `lines` (<= READ_MAX_LINES) from the definition's first line (or
+        `line`). Only files this index holds can be read, and only while they
+        still lie inside their folder (symlinks resolved).
+
+        Raises LibraryError naming what was not found (with close names).
+        """
+        lines = max(1, min(lines, READ_MAX_LINES))
+        db = self._db()
+        target = name_or_path.strip()
+        path, _, at = target.rpartition(":")
+        if at.isdigit() and path:
+            target, line = path, line or int(at)
+        if "/" in target or target.endswith((".py", ".pyi")) or os.sep in target:
+            return self._read_file(db, target, line or 1, lines, None)
+        found = store.by_alias(db, target) or store.by_name(db, target.rpartition(".")[2], 10)
+        if not found:
+            close = self.search(target, limit=5)
+            hint = "; close: " + ", ".join(h.qualname for h in close) if close else ""
+            raise LibraryError(f"no definition named {target!r} in the library index{hint}")
+        if len(found) > 1 and found[0].qualname != target:
+            names = ", ".join(f"{h.qualname} ({h.dist_version})" for h in found[:10])
+            if len({h.qualname for h in found}) > 1:
+                raise LibraryError(f"{target!r} is ambiguous: {names}; give the full path")
+        hit = found[0]
+        start = line or hit.line
+        span = min(lines, max(hit.end_line - start + 1, 1)) if line is None else lines
+        return self._read_file(db, hit.file, start, span, hit)
+
+    def _read_file(self, db, target: str, start: int, count: int, hit: Hit | None) -> str:
+        rows = store.file_of(db, target if hit is None else hit.file)
+        if hit is not None:
+            rows = [r for r in rows if r[0] == hit.base] or rows
+        if not rows and os.path.isabs(target):
+            rows = [
+                (d.base, os.path.relpath(target, d.base), d.name, d.version)
+                for d in store.dists(db)
+                if _inside(target, d.base)
+            ]
+            rows = [r for r in rows if store.file_of(db, r[1])]
+        if not rows:
+            raise LibraryError(f"{target!r} is not a file of the library index")
+        base, rel, dist, version = rows[0]
+        real = Path(base, rel).resolve()
+        if not _inside(str(real), str(Path(base).resolve())):
+            raise LibraryError(f"{rel} resolves outside its folder {base}; not read")
+        try:
+            text = real.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as exc:
+            raise LibraryError(f"cannot read {rel}: {exc.strerror or exc}") from exc
+        start = max(1, min(start, len(text) or 1))
+        end = min(len(text), start + count - 1)
+        title = hit.qualname if hit is not None else rel
+        header = f"# {title}  {rel}:{start}-{end} of {len(text)}  {dist}=={version}"
+        body = [f"{n:>5}  {text[n - 1]}" for n in range(start, end + 1)]
+        return "\n".join([header, *body])
+
+
+def _inside(path: str, folder: str) -> bool:
+    try:
+        return os.path.commonpath([os.path.abspath(path), os.path.abspath(folder)]) == (
+            os.path.abspath(folder)
+        )
+    except ValueError:
+        return False
+
+
+def _private(hit: Hit) -> bool:
+    return any(part.startswith("_") for part in hit.qualname.split("."))
+
+
+def _best_scores(scored: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
+    best: dict[int, float] = {}
+    for entry_id, score in scored:
+        best[entry_id] = max(score, best.get(entry_id, score))
+    return list(best.items())

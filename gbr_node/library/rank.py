@@ -1,0 +1,110 @@
+"""From a question to an FTS5 query, and from its rows to ranked hits; pure (issue 18).
+
+`plan_query` splits the question (`words.tokenize`), spots the installed
+packages it names (`httpx`, `trio.to_thread.run_sync`'s `trio`) and builds the
+MATCH expression: every remaining word, as itself and as a prefix (so a
+partial name matches), OR-ed together so that bm25 ranks the rows that match
+more and rarer words first. `rerank` then puts the rows whose name is an
+identifier the question spells out (`Console.print`, `model_validate`) ahead,
+and the named package's rows before all others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from gbr_node.library.environments import normalise
+from gbr_node.library.store import Hit
+from gbr_node.library.words import Token, terms, tokenize
+
+EXACT_NAME_BOOST = 3.0
+EXACT_PATH_BOOST = 5.0
+MIN_PREFIX_CHARS = 3
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A question made ready to run: the MATCH `expression` (None when no word
+    is left), the package keys it names (`packages`, best first), and the
+    identifiers it spells out."""
+
+    expression: str | None
+    packages: tuple[str, ...]
+    identifiers: tuple[str, ...]
+
+
+def _package_of(token: Token, names: Mapping[str, str]) -> tuple[str | None, Token | None]:
+    """(package key named by the token, what is left of the token)."""
+    text = token.text
+    key = names.get(text.lower()) or names.get(normalise(text))
+    if key is not None:
+        return key, None
+    head, dot, rest = text.partition(".")
+    if dot and head.lower() in names:
+        return names[head.lower()], Token(rest, True)
+    return None, token
+
+
+def plan_query(text: str, names: Mapping[str, str], package: str | None = None) -> Plan:
+    """Plan the search of `text`.
+
+    `names` maps every lower-case way of naming an installed package (its
+    normalised distribution name, its top-level import names) to its
+    normalised distribution name; `package` is an explicit hint, which
+    comes first.
+    """
+    packages: list[str] = []
+    if package:
+        packages.append(names.get(package.lower()) or normalise(package))
+    kept: list[Token] = []
+    for token in tokenize(text):
+        key, rest = _package_of(token, names)
+        if key is not None and key not in packages:
+            packages.append(key)
+        if rest is not None:
+            kept.append(rest)
+    words = terms(kept) or [w for p in packages for w in p.split("-")]
+    parts = []
+    for word in words:
+        quoted = f'"{word}"'
+        parts.append(f"({quoted} OR {quoted}*)" if len(word) >= MIN_PREFIX_CHARS else quoted)
+    identifiers = tuple(t.text for t in kept if t.code)
+    return Plan(" OR ".join(parts) or None, tuple(packages), identifiers)
+
+
+def _boost(hit: Hit, identifiers: Sequence[str]) -> float:
+    best = 1.0
+    qualname = hit.qualname.lower()
+    for ident in identifiers:
+        ident = ident.lower()
+        if qualname == ident or qualname.endswith("." + ident):
+            best = max(best, EXACT_PATH_BOOST if "." in ident else EXACT_NAME_BOOST)
+        elif hit.name.lower() == ident.rpartition(".")[2]:
+            best = max(best, EXACT_NAME_BOOST)
+    return best
+
+
+def rerank(hits: Iterable[Hit], plan: Plan, dist_keys: Mapping[str, str], limit: int) -> list[Hit]:
+    """The best `limit` hits: score x identifier boost, the named packages'
+    hits first (in the order named). `dist_keys` maps a hit's distribution
+    name to its key. Duplicates (one entry found twice, or one name defined by
+    a package and by a stub package for it) keep their best-ranked hit."""
+    order = {key: n for n, key in enumerate(plan.packages)}
+    seen: set[int] = set()
+    scored = []
+    for hit in hits:
+        if hit.entry_id in seen:
+            continue
+        seen.add(hit.entry_id)
+        score = hit.score * _boost(hit, plan.identifiers)
+        rank = order.get(dist_keys.get(hit.dist, ""), len(order))
+        scored.append((rank, -score, hit.qualname, hit, score))
+    scored.sort(key=lambda item: item[:3])
+    out: list[Hit] = []
+    names: set[str] = set()
+    for *_, hit, score in scored:
+        if hit.qualname not in names:
+            names.add(hit.qualname)
+            out.append(replace(hit, score=score))
+    return out[:limit]

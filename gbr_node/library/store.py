@@ -1,0 +1,309 @@
+"""The library index on disk: SQLite with an FTS5 table, in `.gbr/library.db` (issue 18).
+
+Tables: `dists` (one row per indexed distribution, with the fingerprint it
+was indexed at), `files`, `entries` (one per definition), `aliases` (every
+import path of an entry, for exact look-ups) and `fts`, the full-text table
+searched with `bm25()` and column weights: name above path above signature
+above docstring (`WEIGHTS`). One distribution is written in one transaction,
+so a reader (another thread or node process, WAL mode) sees it whole or not
+at all. A database of another schema version is rebuilt from scratch.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gbr_node.errors import LibraryError
+from gbr_node.library.build import Built
+from gbr_node.library.words import name_words, split_identifier
+
+SCHEMA_VERSION = "1"
+WEIGHTS = (10.0, 4.0, 2.0, 1.0)
+"""Weights of the bm25 score of each column of fts(name, path, signature, doc).
+
+FTS5's `bm25(fts, w...)` adds weighted term counts before saturating them
+(k1 = 1.2), so even a 10:1 weight makes a name match barely twice a docstring
+match. The score is therefore the weighted sum of one bm25 per column
+(`bm25(fts, 1, 0, 0, 0, 0)` is the name column's), which keeps the weights'
+ratios: the name above the qualified path above the signature above the
+docstring (issue 18, "Ranking")."""
+BUSY_TIMEOUT_S = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS dists(
+    id INTEGER PRIMARY KEY, dist_info TEXT UNIQUE, fingerprint TEXT, name TEXT, key TEXT,
+    version TEXT, base TEXT, top_level TEXT, skipped TEXT);
+CREATE TABLE IF NOT EXISTS files(id INTEGER PRIMARY KEY, dist_id INTEGER, path TEXT);
+CREATE INDEX IF NOT EXISTS files_path ON files(path);
+CREATE TABLE IF NOT EXISTS entries(
+    id INTEGER PRIMARY KEY, dist_id INTEGER, file_id INTEGER, qualname TEXT, name TEXT,
+    kind TEXT, signature TEXT, bases TEXT, doc TEXT, line INTEGER, end_line INTEGER,
+    factor REAL);
+CREATE INDEX IF NOT EXISTS entries_name ON entries(name COLLATE NOCASE);
+CREATE INDEX IF NOT EXISTS entries_dist ON entries(dist_id);
+CREATE TABLE IF NOT EXISTS aliases(path TEXT, entry_id INTEGER);
+CREATE INDEX IF NOT EXISTS aliases_path ON aliases(path);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+    name, path, signature, doc, dist, factor UNINDEXED,
+    tokenize = 'porter unicode61 remove_diacritics 2');
+"""
+
+
+@dataclass(frozen=True)
+class DistRow:
+    """An indexed distribution as stored."""
+
+    id: int
+    dist_info: str
+    fingerprint: str
+    name: str
+    key: str
+    version: str
+    base: str
+    top_level: tuple[str, ...]
+    skipped: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a definition and where it lives.
+
+    `file` is relative to `base` (a site-packages folder or a source folder);
+    `score` is higher for better hits (comparable within one search only).
+    """
+
+    entry_id: int
+    qualname: str
+    kind: str
+    signature: str
+    bases: str
+    doc: str
+    file: str
+    base: str
+    line: int
+    end_line: int
+    dist: str
+    version: str
+    score: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rpartition(".")[2]
+
+    @property
+    def dist_version(self) -> str:
+        """`httpx==0.28.1` (just the name when the version is unknown)."""
+        return f"{self.dist}=={self.version}" if self.version else self.dist
+
+
+def dist_token(dist_id: int) -> str:
+    """The token in fts's `dist` column that a package filter matches."""
+    return f"d{dist_id}x"
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the index at `path`. Raises LibraryError when the
+    file cannot be opened or SQLite lacks FTS5."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        version = None
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            version = row[0] if row else None
+        except sqlite3.OperationalError:
+            pass
+        if version != SCHEMA_VERSION:
+            for table in ("meta", "dists", "files", "entries", "aliases", "fts"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
+        db.executescript(_SCHEMA)
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        db.commit()
+        return db
+    except sqlite3.Error as exc:
+        raise LibraryError(f"cannot open the library index {path}: {exc}") from exc
+
+
+def _dist_row(row: Sequence) -> DistRow:
+    return DistRow(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        tuple(row[7].split()),
+        tuple(s for s in row[8].split("\n") if s),
+    )
+
+
+def dists(db: sqlite3.Connection) -> list[DistRow]:
+    """Every indexed distribution, by name."""
+    rows = db.execute(
+        "SELECT id, dist_info, fingerprint, name, key, version, base, top_level, skipped "
+        "FROM dists ORDER BY key"
+    )
+    return [_dist_row(r) for r in rows]
+
+
+def delete_dist(db: sqlite3.Connection, dist_id: int) -> None:
+    """Remove a distribution and everything indexed from it (inside the caller's transaction)."""
+    db.execute(
+        "DELETE FROM fts WHERE rowid IN (SELECT id FROM entries WHERE dist_id=?)", (dist_id,)
+    )
+    db.execute(
+        "DELETE FROM aliases WHERE entry_id IN (SELECT id FROM entries WHERE dist_id=?)",
+        (dist_id,),
+    )
+    db.execute("DELETE FROM entries WHERE dist_id=?", (dist_id,))
+    db.execute("DELETE FROM files WHERE dist_id=?", (dist_id,))
+    db.execute("DELETE FROM dists WHERE id=?", (dist_id,))
+
+
+def write_dist(
+    db: sqlite3.Connection,
+    *,
+    dist_info: str,
+    fingerprint: str,
+    name: str,
+    key: str,
+    version: str,
+    base: str,
+    built: Built,
+) -> int:
+    """Replace what is indexed for `dist_info` with `built` (inside the caller's
+    transaction); returns the distribution's id."""
+    old = db.execute("SELECT id FROM dists WHERE dist_info=?", (dist_info,)).fetchone()
+    if old:
+        delete_dist(db, old[0])
+    cursor = db.execute(
+        "INSERT INTO dists(dist_info, fingerprint, name, key, version, base, top_level, skipped)"
+        " VALUES (?,?,?,?,?,?,?,?)",
+        (
+            dist_info,
+            fingerprint,
+            name,
+            key,
+            version,
+            base,
+            " ".join(built.top_level),
+            "\n".join(built.skipped),
+        ),
+    )
+    dist_id = cursor.lastrowid
+    token = dist_token(dist_id)
+    file_ids: dict[str, int] = {}
+    for row in built.rows:
+        if row.file not in file_ids:
+            file_ids[row.file] = db.execute(
+                "INSERT INTO files(dist_id, path) VALUES (?, ?)", (dist_id, row.file)
+            ).lastrowid
+    start = (db.execute("SELECT COALESCE(MAX(id), 0) FROM entries").fetchone()[0]) + 1
+    entries, aliases, texts = [], [], []
+    for offset, row in enumerate(built.rows):
+        entry_id = start + offset
+        entries.append(
+            (
+                entry_id,
+                dist_id,
+                file_ids[row.file],
+                row.qualname,
+                row.name,
+                row.kind,
+                row.signature,
+                row.bases,
+                row.doc,
+                row.line,
+                row.end_line,
+                row.factor,
+            )
+        )
+        aliases.extend((alias, entry_id) for alias in row.aliases)
+        paths = " ".join(" ".join(split_identifier(a)) for a in row.aliases)
+        signature = " ".join(split_identifier(f"{row.params} {row.bases}"))
+        texts.append((entry_id, name_words(row.name), paths, signature, row.doc, token, row.factor))
+    db.executemany("INSERT INTO entries VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", entries)
+    db.executemany("INSERT INTO aliases VALUES (?, ?)", aliases)
+    db.executemany("INSERT INTO fts(rowid, name, path, signature, doc, dist, factor) "
+                   "VALUES (?,?,?,?,?,?,?)", texts)
+    return dist_id
+
+
+_WEIGHTED = " + ".join(
+    f"{weight} * bm25(fts, {', '.join('1' if i == n else '0' for i in range(5))})"
+    for n, weight in enumerate(WEIGHTS)
+)
+_HIT_COLUMNS = (
+    "e.id, e.qualname, e.kind, e.signature, e.bases, e.doc, f.path, d.base, e.line, "
+    "e.end_line, d.name, d.version"
+)
+_HIT_FROM = "entries e JOIN files f ON f.id = e.file_id JOIN dists d ON d.id = e.dist_id"
+
+
+def _hit(row: Sequence, score: float = 0.0) -> Hit:
+    return Hit(*row, score=score)
+
+
+def match(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[int, float]]:
+    """(entry id, score) of the best `limit` rows for an FTS5 MATCH expression,
+    best first; score = -(sum of WEIGHTS x column bm25) x the row's rank factor
+    (higher is better)."""
+    rows = db.execute(
+        f"SELECT rowid, ({_WEIGHTED}) * factor AS s FROM fts WHERE fts MATCH ? "
+        "ORDER BY s LIMIT ?",
+        (expression, limit),
+    )
+    return [(rowid, -score) for rowid, score in rows]
+
+
+def hits(db: sqlite3.Connection, scored: Iterable[tuple[int, float]]) -> list[Hit]:
+    """The `Hit`s of (entry id, score) pairs, in the order given."""
+    scored = list(scored)
+    if not scored:
+        return []
+    marks = ",".join("?" * len(scored))
+    rows = db.execute(
+        f"SELECT {_HIT_COLUMNS} FROM {_HIT_FROM} WHERE e.id IN ({marks})",
+        [entry_id for entry_id, _ in scored],
+    )
+    by_id = {row[0]: row for row in rows}
+    return [_hit(by_id[i], s) for i, s in scored if i in by_id]
+
+
+def by_alias(db: sqlite3.Connection, path: str) -> list[Hit]:
+    """Entries one of whose import paths is exactly `path`, best-ranked first."""
+    rows = db.execute(
+        f"SELECT {_HIT_COLUMNS} FROM aliases a, {_HIT_FROM} "
+        "WHERE e.id = a.entry_id AND a.path = ? ORDER BY e.factor DESC, e.qualname = a.path DESC",
+        (path,),
+    )
+    return [_hit(r) for r in rows]
+
+
+def by_name(db: sqlite3.Connection, name: str, limit: int = 50) -> list[Hit]:
+    """Entries whose last name component is `name` (any case), public ones first."""
+    rows = db.execute(
+        f"SELECT {_HIT_COLUMNS} FROM {_HIT_FROM} WHERE e.name = ? COLLATE NOCASE "
+        "ORDER BY e.factor DESC LIMIT ?",
+        (name, limit),
+    )
+    return [_hit(r) for r in rows]
+
+
+def file_of(db: sqlite3.Connection, path: str) -> list[tuple[str, str, str, str]]:
+    """(base, relative path, dist name, version) of indexed files whose relative
+    path is `path`."""
+    return list(
+        db.execute(
+            "SELECT d.base, f.path, d.name, d.version FROM files f "
+            "JOIN dists d ON d.id = f.dist_id WHERE f.path = ?",
+            (path,),
+        )
+    )

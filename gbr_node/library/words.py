@@ -1,0 +1,81 @@
+"""Words for the library index, pure: identifiers split for matching, questions
+turned into search terms (issue 18, "Ranking").
+
+`open_nursery`, `OpenNursery` and `open nursery` all give the words `open`,
+`nursery`; `HTTPStatusError` gives `http`, `status`, `error`. The index stores
+split names, and a question is split the same way, so a person never has to
+spell an identifier exactly. Words of plain prose that carry no meaning for a
+lookup ("how", "do", "the", "take") are dropped from questions, but never from
+code-like words (`move_on_after` keeps its `on`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_TOKEN = re.compile(r"`[^`]+`|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[0-9]+")
+
+STOPWORDS = frozenset(
+    """a an and any are as at be by can could do does doing done for from get gets give
+    gives how i if in into is it its me my of on or our should so some that the their them
+    then there these this to up us use used uses using want we what when where which while
+    who why will with would you your take takes taking accept accepts accepted argument
+    arguments param params parameter parameters signature signatures call calls called
+    python library package module function functions method methods class classes object
+    objects type types thing things way ways work works one two all also has have need
+    needs without""".split()
+)
+"""Prose words dropped from questions (kept when part of an identifier)."""
+
+CODE_CHARS = re.compile(r"[_.]|[a-z][A-Z]")
+
+
+def split_identifier(text: str) -> list[str]:
+    """The lower-case words of an identifier or dotted path, in order.
+
+    `"trio.open_nursery"` -> `["trio", "open", "nursery"]`;
+    `"HTTPStatusError"` -> `["http", "status", "error"]`.
+    """
+    return [part.lower() for part in _CAMEL.findall(text)]
+
+
+def name_words(name: str) -> str:
+    """The text indexed for a name: the name as it is plus its split words."""
+    words = split_identifier(name)
+    whole = name.lower()
+    return " ".join([whole, *words]) if [whole] != words else whole
+
+
+def is_code_like(word: str) -> bool:
+    """True for a word that reads as an identifier, not prose: it has `_`, `.`,
+    an inner capital (`OpenNursery`), or was written in backticks."""
+    return word.startswith("`") or bool(CODE_CHARS.search(word))
+
+
+@dataclass(frozen=True)
+class Token:
+    """One word or identifier of a question; `code` when it reads as code
+    (see `is_code_like`). `text` is without backticks."""
+
+    text: str
+    code: bool
+
+    def words(self) -> list[str]:
+        """Its search words: split, lower-case, prose stopwords dropped (not from code)."""
+        return [w for w in split_identifier(self.text) if self.code or w not in STOPWORDS]
+
+
+def tokenize(text: str) -> list[Token]:
+    """The words and identifiers of a question, in order (dotted names kept whole)."""
+    tokens = []
+    for match in _TOKEN.finditer(text):
+        raw = match.group()
+        tokens.append(Token(raw.strip("`").strip(), is_code_like(raw)))
+    return tokens
+
+
+def terms(tokens: list[Token]) -> list[str]:
+    """The distinct search words of `tokens`, in order."""
+    return list(dict.fromkeys(w for token in tokens for w in token.words()))
