@@ -31,7 +31,8 @@ class Definition:
     `signature` is the parameter list `"(url, *, params=None) -> Response"`
     (for a class, that of its `__init__`; "" when unknown), `bases` a class's
     base classes as written, `params` the parameter names (space-separated,
-    what the index matches). Lines are 1-based and inclusive.
+    what the index matches), `doc` the docstring's first paragraph. Lines are
+    1-based and inclusive.
     """
 
     kind: str
@@ -78,11 +79,19 @@ class ModuleInfo:
         return found
 
 
+_MARKUP_ONLY = re.compile(r"^(?:!!!|\?\?\?|\.\. |:[a-z]+:|\[[^\]]*\]\([^)]*\)\s*$|#+ )")
+
+
 def first_paragraph(doc: str | None) -> str:
-    """The first paragraph of a docstring, on one line, cut at MAX_DOC_CHARS."""
+    """The first paragraph of prose of a docstring, on one line, cut at
+    MAX_DOC_CHARS. Paragraphs that are only markup are passed over: a
+    documentation admonition (`!!! abstract "Usage Documentation"`, which
+    pydantic puts first), an RST directive (`.. versionadded::`), a lone link
+    or a heading."""
     if not doc:
         return ""
-    paragraph = doc.strip().split("\n\n", 1)[0]
+    paragraphs = [p.strip() for p in doc.strip().split("\n\n") if p.strip()]
+    paragraph = next((p for p in paragraphs if not _MARKUP_ONLY.match(p)), "")
     text = _SPACES.sub(" ", paragraph).strip()
     return text if len(text) <= MAX_DOC_CHARS else text[: MAX_DOC_CHARS - 1] + "…"
 
@@ -263,12 +272,13 @@ class _Reader:
                 None,
             )
             bases = ", ".join(ast.unparse(b) for b in node.bases)
+            doc = ast.get_docstring(node, clean=True)
             info.definitions.append(
                 Definition(
                     "class",
                     local,
                     _signature(init, True) if init is not None else "",
-                    first_paragraph(ast.get_docstring(node, clean=True)),
+                    first_paragraph(doc),
                     node.lineno,
                     node.end_lineno or node.lineno,
                     _cut(bases, MAX_SIGNATURE_CHARS),
@@ -298,12 +308,13 @@ class _Reader:
                 signature = f": {_cut(ast.unparse(node.returns), MAX_SIGNATURE_CHARS)}"
             if kind == "property" and any(d.local == prefix + node.name for d in info.definitions):
                 return  # the setter of a property already listed
+            doc = ast.get_docstring(node, clean=True)
             info.definitions.append(
                 Definition(
                     kind,
                     prefix + node.name,
                     signature,
-                    first_paragraph(ast.get_docstring(node, clean=True)),
+                    first_paragraph(doc),
                     node.lineno,
                     node.end_lineno or node.lineno,
                     params=_params(node),
@@ -353,9 +364,11 @@ def parse_module(source: str | bytes, module: str, *, is_package: bool = False) 
     """
     tree = ast.parse(source)
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
-    info = ModuleInfo(module, is_package, first_paragraph(ast.get_docstring(tree, clean=True)))
+    doc = ast.get_docstring(tree, clean=True)
+    info = ModuleInfo(module, is_package, first_paragraph(doc))
     reader = _Reader(info, is_package, text.splitlines())
-    info.definitions.append(Definition("module", "", "", info.doc, 1, len(reader.lines) or 1))
+    last = len(reader.lines) or 1
+    info.definitions.append(Definition("module", "", "", info.doc, 1, last))
     reader.module_body(tree.body)
     if reader.all_computed:
         info.all_names = None

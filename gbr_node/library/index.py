@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gbr_node.errors import LibraryError
@@ -33,6 +33,7 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
 READ_DEFAULT_LINES = 80
 READ_MAX_LINES = 400
+MEMBER_VOTE = 0.8
 
 
 @dataclass
@@ -138,7 +139,9 @@ class LibraryIndex:
         current fingerprint (what a full `refresh` would index)."""
         known = {d.dist_info: d.fingerprint for d in store.dists(self._db())}
         return [
-            str(i.dist_info) for i in self.installed() if known.get(str(i.dist_info)) != i.fingerprint
+            str(i.dist_info)
+            for i in self.installed()
+            if known.get(str(i.dist_info)) != i.fingerprint
         ]
 
     def package_names(self) -> dict[str, str]:
@@ -154,7 +157,9 @@ class LibraryIndex:
 
     # -- looking things up ----------------------------------------------------
 
-    def search(self, query: str, package: str | None = None, limit: int = DEFAULT_LIMIT) -> list[Hit]:
+    def search(
+        self, query: str, package: str | None = None, limit: int = DEFAULT_LIMIT
+    ) -> list[Hit]:
         """The best `limit` (1..MAX_LIMIT) definitions for `query`, best first.
 
         `package` (a distribution or import name) ranks that distribution's
@@ -179,7 +184,25 @@ class LibraryIndex:
         for ident in plan.identifiers:  # spelled out in full: as good as the best match
             scored += [(h.entry_id, top) for h in store.by_alias(db, ident)]
         found = store.hits(db, _best_scores(scored))
+        if plan.wants:
+            found += self._owners(db, found)
         return rerank(found, plan, keys, limit)
+
+    def _owners(self, db, found: list[Hit]) -> list[Hit]:
+        """For a question after a class: the classes of the members found, each
+        scored MEMBER_VOTE x its best member's score (a class is also known by
+        what it does: `Live.update` speaks for `Live`)."""
+        owners: dict[str, float] = {}
+        for hit in found:
+            if hit.kind in ("method", "property", "attribute"):
+                owner = hit.qualname.rpartition(".")[0]
+                owners[owner] = max(owners.get(owner, 0.0), hit.score * MEMBER_VOTE)
+        out = []
+        for owner, score in owners.items():
+            out += [
+                replace(h, score=score) for h in store.by_alias(db, owner)[:1] if h.kind == "class"
+            ]
+        return out
 
     def mentions(self, text: str) -> Mentions:
         """The installed packages `text` names as words, and the public names of
@@ -199,7 +222,9 @@ class LibraryIndex:
             if not token.code or len(token.text) < 3:
                 continue
             found = store.by_alias(db, token.text) or [
-                h for h in store.by_name(db, token.text.rpartition(".")[2], 5) if "_" not in h.qualname[:1]
+                h
+                for h in store.by_name(db, token.text.rpartition(".")[2], 5)
+                if "_" not in h.qualname[:1]
             ]
             public = [h for h in found if not _private(h)]
             if public:

@@ -2,16 +2,18 @@
 
 `plan_query` splits the question (`words.tokenize`), spots the installed
 packages it names (`httpx`, `trio.to_thread.run_sync`'s `trio`) and builds the
-MATCH expression: every remaining word, as itself and as a prefix (so a
-partial name matches), OR-ed together so that bm25 ranks the rows that match
-more and rarer words first. `rerank` then puts the rows whose name is an
+MATCH expression: every remaining word, OR-ed together so that bm25 ranks the
+rows that match more and rarer words first; the words of a name (a code-like
+token, or a query of one word) also as prefixes, so a partial name matches
+(`nurs`, `model_dump`). Prose words are not expanded: it costs time and
+precision, and people abbreviate names, not sentences. `rerank` then puts the rows whose name is an
 identifier the question spells out (`Console.print`, `model_validate`) ahead,
 and the named package's rows before all others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from gbr_node.library.environments import normalise
@@ -20,18 +22,24 @@ from gbr_node.library.words import Token, terms, tokenize
 
 EXACT_NAME_BOOST = 3.0
 EXACT_PATH_BOOST = 5.0
+LAST_NAME_BOOST = 1.5
+KIND_BOOST = 1.5
+CLASS_WORDS = frozenset({"class", "classes", "type", "types"})
+ERROR_WORDS = frozenset({"exception", "exceptions", "error", "errors", "raise", "raises"})
 MIN_PREFIX_CHARS = 3
 
 
 @dataclass(frozen=True)
 class Plan:
     """A question made ready to run: the MATCH `expression` (None when no word
-    is left), the package keys it names (`packages`, best first), and the
-    identifiers it spells out."""
+    is left), the package keys it names (`packages`, best first), the
+    identifiers it spells out (as written, `httpx.get`), and the kind of
+    definition it asks for ("class", "exception" or "")."""
 
     expression: str | None
     packages: tuple[str, ...]
     identifiers: tuple[str, ...]
+    wants: str = ""
 
 
 def _package_of(token: Token, names: Mapping[str, str]) -> tuple[str | None, Token | None]:
@@ -58,30 +66,46 @@ def plan_query(text: str, names: Mapping[str, str], package: str | None = None) 
     if package:
         packages.append(names.get(package.lower()) or normalise(package))
     kept: list[Token] = []
-    for token in tokenize(text):
+    identifiers: list[str] = []
+    tokens = tokenize(text)
+    for token in tokens:
         key, rest = _package_of(token, names)
         if key is not None and key not in packages:
             packages.append(key)
         if rest is not None:
             kept.append(rest)
+            if token.code:
+                identifiers.append(token.text)
+    said = {t.text.lower() for t in tokens if not t.code}
+    wants = "exception" if said & ERROR_WORDS else "class" if said & CLASS_WORDS else ""
     words = terms(kept) or [w for p in packages for w in p.split("-")]
     parts = []
+    partial = {w for t in kept if t.code or len(kept) == 1 for w in t.words()}
     for word in words:
         quoted = f'"{word}"'
-        parts.append(f"({quoted} OR {quoted}*)" if len(word) >= MIN_PREFIX_CHARS else quoted)
-    identifiers = tuple(t.text for t in kept if t.code)
-    return Plan(" OR ".join(parts) or None, tuple(packages), identifiers)
+        prefix = word in partial and len(word) >= MIN_PREFIX_CHARS
+        parts.append(f"({quoted} OR {quoted}*)" if prefix else quoted)
+    return Plan(" OR ".join(parts) or None, tuple(packages), tuple(identifiers), wants)
 
 
-def _boost(hit: Hit, identifiers: Sequence[str]) -> float:
+def _boost(hit: Hit, plan: Plan) -> float:
+    """EXACT_PATH_BOOST when the hit is a dotted identifier of the question
+    (`Console.print`), EXACT_NAME_BOOST when it is a plain one
+    (`model_validate`), LAST_NAME_BOOST when its name is the last part of a
+    dotted one; times KIND_BOOST when it is the kind of thing asked for."""
     best = 1.0
     qualname = hit.qualname.lower()
-    for ident in identifiers:
+    name = hit.name.lower()
+    for ident in plan.identifiers:
         ident = ident.lower()
         if qualname == ident or qualname.endswith("." + ident):
             best = max(best, EXACT_PATH_BOOST if "." in ident else EXACT_NAME_BOOST)
-        elif hit.name.lower() == ident.rpartition(".")[2]:
-            best = max(best, EXACT_NAME_BOOST)
+        elif "." in ident and name == ident.rpartition(".")[2]:
+            best = max(best, LAST_NAME_BOOST)
+    if plan.wants and hit.kind == "class":
+        is_error = any(w in f"{hit.name} {hit.bases}" for w in ("Error", "Exception", "Warning"))
+        if plan.wants == "class" or is_error:
+            best *= KIND_BOOST
     return best
 
 
@@ -89,15 +113,15 @@ def rerank(hits: Iterable[Hit], plan: Plan, dist_keys: Mapping[str, str], limit:
     """The best `limit` hits: score x identifier boost, the named packages'
     hits first (in the order named). `dist_keys` maps a hit's distribution
     name to its key. Duplicates (one entry found twice, or one name defined by
-    a package and by a stub package for it) keep their best-ranked hit."""
+    a package and by a stub package for it) keep their best-scored hit."""
     order = {key: n for n, key in enumerate(plan.packages)}
-    seen: set[int] = set()
     scored = []
+    best: dict[int, Hit] = {}
     for hit in hits:
-        if hit.entry_id in seen:
-            continue
-        seen.add(hit.entry_id)
-        score = hit.score * _boost(hit, plan.identifiers)
+        if hit.entry_id not in best or hit.score > best[hit.entry_id].score:
+            best[hit.entry_id] = hit
+    for hit in best.values():
+        score = hit.score * _boost(hit, plan)
         rank = order.get(dist_keys.get(hit.dist, ""), len(order))
         scored.append((rank, -score, hit.qualname, hit, score))
     scored.sort(key=lambda item: item[:3])

@@ -59,7 +59,12 @@ def definitions(text: str) -> list[Definition]:
         rest = match.group("rest").strip().rstrip("{").strip()[:200]
         found.append(
             Definition(
-                kind, match.group("name"), rest, first_paragraph("\n".join(comments)), number, number
+                kind,
+                match.group("name"),
+                rest,
+                first_paragraph("\n".join(comments)),
+                number,
+                number,
             )
         )
     return found

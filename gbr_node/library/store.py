@@ -2,9 +2,10 @@
 
 Tables: `dists` (one row per indexed distribution, with the fingerprint it
 was indexed at), `files`, `entries` (one per definition), `aliases` (every
-import path of an entry, for exact look-ups) and `fts`, the full-text table
-searched with `bm25()` and column weights: name above path above signature
-above docstring (`WEIGHTS`). One distribution is written in one transaction,
+import path of an entry, for exact look-ups) and two full-text tables searched
+with `bm25()` and column weights, name above path above signature above
+docstring (`WEIGHTS`): `fts_names` (name and path, short) and `fts_docs`
+(signature and docstring, long). One distribution is written in one transaction,
 so a reader (another thread or node process, WAL mode) sees it whole or not
 at all. A database of another schema version is rebuilt from scratch.
 """
@@ -21,16 +22,19 @@ from gbr_node.library.build import Built
 from gbr_node.library.words import name_words, split_identifier
 
 SCHEMA_VERSION = "1"
-WEIGHTS = (10.0, 4.0, 2.0, 1.0)
-"""Weights of the bm25 score of each column of fts(name, path, signature, doc).
+WEIGHTS = (4.0, 2.0, 1.5, 1.0)
+"""Weights of the bm25 score of the name, path, signature and docstring columns.
 
-FTS5's `bm25(fts, w...)` adds weighted term counts before saturating them
-(k1 = 1.2), so even a 10:1 weight makes a name match barely twice a docstring
-match. The score is therefore the weighted sum of one bm25 per column
-(`bm25(fts, 1, 0, 0, 0, 0)` is the name column's), which keeps the weights'
-ratios: the name above the qualified path above the signature above the
-docstring (issue 18, "Ranking")."""
+FTS5's `bm25(t, w...)` adds weighted term counts before saturating them (k1 =
+1.2), so even a 10:1 weight makes a name match barely twice a docstring match;
+and it normalises by the length of the whole row, so a long docstring would
+bury a name match. The score is therefore the weighted sum of one bm25 per
+column (`bm25(fts_names, 1, 0, 0)` is the name column's), and the long
+columns live in a table of their own: the weights keep their ratios (issue
+18, "Ranking")."""
 BUSY_TIMEOUT_S = 30.0
+POOL = 300
+"""Rows taken from each full-text table before their scores are added up."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -47,8 +51,10 @@ CREATE INDEX IF NOT EXISTS entries_name ON entries(name COLLATE NOCASE);
 CREATE INDEX IF NOT EXISTS entries_dist ON entries(dist_id);
 CREATE TABLE IF NOT EXISTS aliases(path TEXT, entry_id INTEGER);
 CREATE INDEX IF NOT EXISTS aliases_path ON aliases(path);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
-    name, path, signature, doc, dist, factor UNINDEXED,
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_names USING fts5(
+    name, path, dist, factor UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_docs USING fts5(
+    signature, doc, dist, factor UNINDEXED,
     tokenize = 'porter unicode61 remove_diacritics 2');
 """
 
@@ -101,7 +107,7 @@ class Hit:
 
 
 def dist_token(dist_id: int) -> str:
-    """The token in fts's `dist` column that a package filter matches."""
+    """The token in the full-text tables' `dist` column that a package filter matches."""
     return f"d{dist_id}x"
 
 
@@ -120,7 +126,7 @@ def connect(path: Path) -> sqlite3.Connection:
         except sqlite3.OperationalError:
             pass
         if version != SCHEMA_VERSION:
-            for table in ("meta", "dists", "files", "entries", "aliases", "fts"):
+            for table in ("meta", "dists", "files", "entries", "aliases", *_FTS):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
         db.executescript(_SCHEMA)
         db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
@@ -155,9 +161,11 @@ def dists(db: sqlite3.Connection) -> list[DistRow]:
 
 def delete_dist(db: sqlite3.Connection, dist_id: int) -> None:
     """Remove a distribution and everything indexed from it (inside the caller's transaction)."""
-    db.execute(
-        "DELETE FROM fts WHERE rowid IN (SELECT id FROM entries WHERE dist_id=?)", (dist_id,)
-    )
+    for table in _FTS:
+        db.execute(
+            f"DELETE FROM {table} WHERE rowid IN (SELECT id FROM entries WHERE dist_id=?)",
+            (dist_id,),
+        )
     db.execute(
         "DELETE FROM aliases WHERE entry_id IN (SELECT id FROM entries WHERE dist_id=?)",
         (dist_id,),
@@ -206,7 +214,7 @@ def write_dist(
                 "INSERT INTO files(dist_id, path) VALUES (?, ?)", (dist_id, row.file)
             ).lastrowid
     start = (db.execute("SELECT COALESCE(MAX(id), 0) FROM entries").fetchone()[0]) + 1
-    entries, aliases, texts = [], [], []
+    entries, aliases, names, docs = [], [], [], []
     for offset, row in enumerate(built.rows):
         entry_id = start + offset
         entries.append(
@@ -226,20 +234,24 @@ def write_dist(
             )
         )
         aliases.extend((alias, entry_id) for alias in row.aliases)
-        paths = " ".join(" ".join(split_identifier(a)) for a in row.aliases)
+        paths = " ".join([*(" ".join(split_identifier(a)) for a in row.aliases), row.apart])
         signature = " ".join(split_identifier(f"{row.params} {row.bases}"))
-        texts.append((entry_id, name_words(row.name), paths, signature, row.doc, token, row.factor))
+        names.append((entry_id, name_words(row.name), paths, token, row.factor))
+        docs.append((entry_id, signature, row.doc, token, row.factor))
     db.executemany("INSERT INTO entries VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", entries)
     db.executemany("INSERT INTO aliases VALUES (?, ?)", aliases)
-    db.executemany("INSERT INTO fts(rowid, name, path, signature, doc, dist, factor) "
-                   "VALUES (?,?,?,?,?,?,?)", texts)
+    db.executemany(
+        "INSERT INTO fts_names(rowid, name, path, dist, factor) VALUES (?,?,?,?,?)", names
+    )
+    db.executemany(
+        "INSERT INTO fts_docs(rowid, signature, doc, dist, factor) VALUES (?,?,?,?,?)", docs
+    )
     return dist_id
 
 
-_WEIGHTED = " + ".join(
-    f"{weight} * bm25(fts, {', '.join('1' if i == n else '0' for i in range(5))})"
-    for n, weight in enumerate(WEIGHTS)
-)
+_FTS = ("fts_names", "fts_docs")
+_NAMES_SCORE = f"{WEIGHTS[0]} * bm25(fts_names, 1, 0, 0) + {WEIGHTS[1]} * bm25(fts_names, 0, 1, 0)"
+_DOCS_SCORE = f"{WEIGHTS[2]} * bm25(fts_docs, 1, 0, 0) + {WEIGHTS[3]} * bm25(fts_docs, 0, 1, 0)"
 _HIT_COLUMNS = (
     "e.id, e.qualname, e.kind, e.signature, e.bases, e.doc, f.path, d.base, e.line, "
     "e.end_line, d.name, d.version"
@@ -251,16 +263,26 @@ def _hit(row: Sequence, score: float = 0.0) -> Hit:
     return Hit(*row, score=score)
 
 
-def match(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[int, float]]:
-    """(entry id, score) of the best `limit` rows for an FTS5 MATCH expression,
-    best first; score = -(sum of WEIGHTS x column bm25) x the row's rank factor
-    (higher is better)."""
+def _scores(
+    db: sqlite3.Connection, table: str, score: str, expression: str, limit: int
+) -> dict[int, float]:
     rows = db.execute(
-        f"SELECT rowid, ({_WEIGHTED}) * factor AS s FROM fts WHERE fts MATCH ? "
+        f"SELECT rowid, ({score}) * factor AS s FROM {table} WHERE {table} MATCH ? "
         "ORDER BY s LIMIT ?",
         (expression, limit),
     )
-    return [(rowid, -score) for rowid, score in rows]
+    return {rowid: -value for rowid, value in rows}
+
+
+def match(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[int, float]]:
+    """(entry id, score) of the best `limit` rows for an FTS5 MATCH expression,
+    best first. The score (higher is better) is the weighted sum of the
+    columns' bm25 (`WEIGHTS`) times the row's rank factor, added up over the
+    best POOL rows of each table (a row outside one table's pool counts 0 there)."""
+    names = _scores(db, "fts_names", _NAMES_SCORE, expression, POOL)
+    docs = _scores(db, "fts_docs", _DOCS_SCORE, expression, POOL)
+    total = {i: names.get(i, 0.0) + docs.get(i, 0.0) for i in {*names, *docs}}
+    return sorted(total.items(), key=lambda item: -item[1])[:limit]
 
 
 def hits(db: sqlite3.Connection, scored: Iterable[tuple[int, float]]) -> list[Hit]:

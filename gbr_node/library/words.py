@@ -48,10 +48,13 @@ def name_words(name: str) -> str:
     return " ".join([whole, *words]) if [whole] != words else whole
 
 
-def is_code_like(word: str) -> bool:
+def is_code_like(word: str, first: bool = False) -> bool:
     """True for a word that reads as an identifier, not prose: it has `_`, `.`,
-    an inner capital (`OpenNursery`), or was written in backticks."""
-    return word.startswith("`") or bool(CODE_CHARS.search(word))
+    an inner capital (`OpenNursery`), was written in backticks, or is
+    capitalised (`Field`) though not the first word (`first`) nor all capitals."""
+    if word.startswith("`") or CODE_CHARS.search(word):
+        return True
+    return not first and len(word) > 2 and word[0].isupper() and not word.isupper()
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,13 @@ class Token:
     code: bool
 
     def words(self) -> list[str]:
-        """Its search words: split, lower-case, prose stopwords dropped (not from code)."""
-        return [w for w in split_identifier(self.text) if self.code or w not in STOPWORDS]
+        """Its search words: split, lower-case, prose stopwords and single
+        letters dropped (not from code)."""
+        return [
+            w
+            for w in split_identifier(self.text)
+            if self.code or (w not in STOPWORDS and (len(w) > 1 or w.isdigit()))
+        ]
 
 
 def tokenize(text: str) -> list[Token]:
@@ -72,10 +80,23 @@ def tokenize(text: str) -> list[Token]:
     tokens = []
     for match in _TOKEN.finditer(text):
         raw = match.group()
-        tokens.append(Token(raw.strip("`").strip(), is_code_like(raw)))
+        first = not text[: match.start()].strip() or text[: match.start()].rstrip()[-1] in ".?!:"
+        tokens.append(Token(raw.strip("`").strip(), is_code_like(raw, first)))
     return tokens
 
 
 def terms(tokens: list[Token]) -> list[str]:
     """The distinct search words of `tokens`, in order."""
     return list(dict.fromkeys(w for token in tokens for w in token.words()))
+
+
+def split_compound(word: str, vocabulary: set[str]) -> list[str]:
+    """A lower-case compound split into two words of `vocabulary`
+    (`jsonschema` -> `["json", "schema"]`), or [] when there is no such split.
+    Package and module names glue words together; people write them apart."""
+    if len(word) < 6 or not word.isalpha():
+        return []
+    for cut in sorted(range(3, len(word) - 2), key=lambda i: abs(len(word) / 2 - i)):
+        if word[:cut] in vocabulary and word[cut:] in vocabulary:
+            return [word[:cut], word[cut:]]
+    return []

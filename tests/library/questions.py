@@ -101,7 +101,10 @@ QUESTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "how do I make sure only one task at a time touches a resource in trio",
         ("trio.Lock", "trio.StrictFIFOLock", "trio.Semaphore", "trio.CapacityLimiter"),
     ),
-    ("how do I pretty print a nested python object with rich", ("rich.pretty.pprint", "rich.print")),
+    (
+        "how do I pretty print a nested python object with rich",
+        ("rich.pretty.pprint", "rich.print"),
+    ),
     ("how do I show source code with syntax highlighting in rich", ("rich.syntax.Syntax",)),
     (
         "how do I validate a json document against a schema",
