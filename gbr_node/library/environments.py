@@ -169,9 +169,9 @@ def _record_files(dist_info: Path, site: Path) -> list[str]:
     for line in text.splitlines():
         path = line.rsplit(",", 2)[0] if line.count(",") >= 2 else line.split(",")[0]
         path = path.strip('"')
-        if path.endswith(SOURCE_SUFFIXES) and not path.startswith(("..", "/")):
-            if ".dist-info/" not in path and "__editable__" not in path:
-                files.append(path)
+        inside = path.endswith(SOURCE_SUFFIXES) and not path.startswith(("..", "/"))
+        if inside and ".dist-info/" not in path and "__editable__" not in path:
+            files.append(path)
     return files
 
 

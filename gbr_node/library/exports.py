@@ -102,7 +102,7 @@ def public_paths(modules: Mapping[str, ModuleInfo]) -> dict[Target, list[str]]:
     """
     resolver = _Resolver(modules)
     paths: dict[Target, set[str]] = {}
-    for module, info in modules.items():
+    for module in modules:
         paths.setdefault((module, ""), set()).add(module)
         for name in resolver.tops[module]:
             paths.setdefault((module, name), set()).add(f"{module}.{name}")

@@ -343,10 +343,7 @@ class _Reader:
                 first = self.lines[node.lineno - 1] if node.lineno <= len(self.lines) else ""
                 value = first.partition("=")[2].strip()
                 signature = f" = {_cut(value, MAX_VALUE_CHARS)}" if value else ""
-            if in_class:
-                kind = "attribute"
-            else:
-                kind = "constant" if name.isupper() else "variable"
+            kind = "attribute" if in_class else "constant" if name.isupper() else "variable"
             info.definitions.append(
                 Definition(
                     kind, prefix + name, signature, doc, node.lineno, node.end_lineno or node.lineno
