@@ -20,7 +20,7 @@ import trio
 from gbr_node.agent.context import DEFAULT_WINDOW, SMALL_WINDOW_TOKENS, Window
 from gbr_node.agent.dispatch import Dispatcher
 from gbr_node.agent.machine import DEFAULT_MAX_STEPS, SMALL_MODEL_MAX_STEPS
-from gbr_node.agent.messages import ApprovalResolved
+from gbr_node.agent.messages import ApprovalResolved, UserPrompt
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.approvals import ApprovalLog, default_path, outcome_text, pending_diff
 from gbr_node.approvals import cli as approvals_cli
@@ -31,7 +31,10 @@ from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, build_sandbox, render_effective
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.confine import in_force, support
-from gbr_node.errors import GbrError, ModelError
+from gbr_node.errors import GbrError, LibraryError, ModelError
+from gbr_node.library.index import LibraryIndex
+from gbr_node.library.lookup import db_path, open_library, prelookup
+from gbr_node.library.present import hits_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ClientSettings, ModelClient
 from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL
@@ -45,6 +48,8 @@ from gbr_node.tools.registry import Registry, build_registry
 
 log = logging.getLogger("gbr_node")
 REDELIVERY_INTERVAL_S = 2.0
+PRELOOKUP_TIMEOUT_S = 10.0
+"""The longest the node's own library lookup may hold a message back (seconds)."""
 APPROVAL_RESOLVED = "notifications/approval_resolved"
 NO_MODEL_HELP = (
     "no model configured, no local Ollama answered at http://127.0.0.1:11434, and the embedded\n"
@@ -105,16 +110,22 @@ class Node:
         self.notice: Callable[[str], None] = print
         self.color = False
         self.embedded = False  # the model is the embedded one (llm.local)
+        self.library_wanted = trio.Event()
 
     def apply_profile(self, loaded: LoadedProfile) -> None:
         """Put a validated profile in force for every call that starts from now on."""
         self.loaded = loaded
         self.sandbox = build_sandbox(loaded)
+        wanted = (loaded.project_dir, loaded.profile.library)
+        if getattr(self, "_library_for", None) != wanted:
+            self._library_for = wanted
+            self.library: LibraryIndex = open_library(*wanted)
         self.registry: Registry = build_registry(
             loaded.profile.tools,
             self.sandbox,
             on_approval=self.desk.on_approval,
             extra=[self.desk.status_tool()],
+            library=self.library,
         )
 
     def confinement_notice(self) -> str | None:
@@ -350,6 +361,79 @@ class Node:
         if ours and self.runtime is not None:
             self.peers.awaiting.discard(asked)
             await self.runtime.inbox.send(ApprovalResolved(number, text))
+
+    # -- the library lookup (issue 18, STD-AI-01) ---------------------------
+
+    async def with_library_context(self, prompt: UserPrompt) -> UserPrompt:
+        """The prompt with the node's own library lookup added, when the message
+        names an installed package or public name (`[library] prelookup`); one
+        status line says what was added. A lookup that fails or takes longer
+        than PRELOOKUP_TIMEOUT_S leaves the prompt as it is, and says so."""
+        config = self.loaded.profile.library
+        if not config.prelookup or not self.loaded.profile.tools.is_enabled("search_library"):
+            return prompt
+        index = self.library
+        found = None
+        with trio.move_on_after(PRELOOKUP_TIMEOUT_S) as scope:
+            try:
+                found = await trio.to_thread.run_sync(
+                    prelookup, index, prompt.text, config.context_tokens, abandon_on_cancel=True
+                )
+            except LibraryError as exc:
+                self.notice(f"{YELLOW}library: lookup failed: {exc}{RESET}")
+                return prompt
+        if scope.cancelled_caught:
+            self.notice(f"{DIM}library: lookup skipped (indexing takes longer){RESET}")
+        self.library_wanted.set()  # index the rest in the background from now on
+        if found is None:
+            return prompt
+        self.notice(f"{DIM}{found.status}{RESET}")
+        return UserPrompt(prompt.text, context=found.context)
+
+    async def lib_command(self, query: str) -> str:
+        """`/lib QUERY`: the library search by hand (what `search_library` gives)."""
+        index = self.library
+        self.library_wanted.set()
+
+        def search() -> str:
+            pending = len(index.pending())
+            if pending > 1:
+                trio.from_thread.run_sync(
+                    self.notice, f"{DIM}library: indexing {pending} distributions first…{RESET}"
+                )
+            report = index.refresh()
+            text = hits_text(index.search(query, limit=10))
+            problems = "".join(f"\n{YELLOW}{p}{RESET}" for p in index.problems)
+            if report.indexed:
+                took = f"indexed {len(report.indexed)} distributions in {report.seconds:.1f} s"
+                return f"{DIM}library: {took}{RESET}\n{text}{problems}"
+            return text + problems
+
+        try:
+            return await trio.to_thread.run_sync(search, abandon_on_cancel=True)
+        except LibraryError as exc:
+            raise GbrError(f"library: {exc}") from exc
+
+    async def keep_library_current(self) -> None:
+        """Index every distribution in the background once the library is first
+        needed (a lookup, `/lib`), or at start when this project has an index
+        already (then it is a quick re-check)."""
+        if db_path(self.loaded.project_dir).exists():
+            self.library_wanted.set()
+        await self.library_wanted.wait()
+        try:
+            report = await trio.to_thread.run_sync(self.library.refresh, abandon_on_cancel=True)
+        except LibraryError as exc:
+            log.warning("library index not refreshed: %s", exc)
+            return
+        log.info(
+            "library: %d indexed, %d removed, %d unchanged in %.1f s; skipped: %s",
+            len(report.indexed),
+            len(report.removed),
+            report.unchanged,
+            report.seconds,
+            "; ".join(report.skipped[:20]) or "none",
+        )
 
     def _replace_client(self) -> None:
         choice = choose_model(self.loaded.profile.model, os.environ)

@@ -361,6 +361,7 @@ async def _start_background(node: Node, nursery: trio.Nursery) -> None:
     """Start hot reload (ADR-0012a) and the approval desk (EVD-AI-01) in `nursery`."""
     await nursery.start(node.desk.run)
     nursery.start_soon(node.redeliver_forever)
+    nursery.start_soon(node.keep_library_current)
     await _start_watcher(node, nursery)
 
 

@@ -161,7 +161,7 @@ class AgentMachine:
 
     def _on_prompt(self, msg: UserPrompt) -> list[Action]:
         meta = {"decided": int(m)} if (m := _decided_id(msg.text)) else {}
-        self.session.append({"role": "user", "content": msg.text}, **meta)
+        self.session.append({"role": "user", "content": msg.content}, **meta)
         self._steps = 0
         self._failures.clear()
         return self._start()
@@ -173,7 +173,7 @@ class AgentMachine:
         return self._on_prompt(prompt) if self.state is State.IDLE else self._on_queue(prompt)
 
     def _on_queue(self, msg: UserPrompt) -> list[Action]:
-        self.queued.append(msg.text)
+        self.queued.append(msg.content)
         return [Show("queued", msg.text, {"position": len(self.queued)})]
 
     def _on_compact(self, msg: CompactContext) -> list[Action]:

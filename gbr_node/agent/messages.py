@@ -34,9 +34,19 @@ __all__ = [
 
 @dataclass(frozen=True)
 class UserPrompt:
-    """A line the person typed that is not a slash command."""
+    """A line the person typed that is not a slash command.
+
+    `context` is what the node looked up for it before the first inference
+    (the library lookup, STD-AI-01); the model gets it before `text`.
+    """
 
     text: str
+    context: str = ""
+
+    @property
+    def content(self) -> str:
+        """The user message's content as the model gets it."""
+        return f"{self.context}\n\n{self.text}" if self.context else self.text
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,12 @@ INTERRUPTED_NOTE = (
     "Do not repeat it or carry on from where it stopped; follow their next message, which "
     "usually corrects or redirects what you were doing."
 )
+LIBRARY_NOTE = (
+    "Before you answer about a library's API or write code that uses a library, look it up "
+    "with search_library and read_library when you have them: they read the version "
+    "installed here, which beats what you remember. A message may begin with a "
+    "[Library lookup ...] block that the node added from that source."
+)
 
 
 @dataclass
@@ -241,7 +247,8 @@ class Session:
 
 
 def _system_entry(prompt: str) -> Entry:
-    message = {"role": "system", "content": f"{prompt.rstrip()}\n\n{INTERRUPTED_NOTE}"}
+    content = f"{prompt.rstrip()}\n\n{INTERRUPTED_NOTE}\n\n{LIBRARY_NOTE}"
+    message = {"role": "system", "content": content}
     return Entry(message, {"prompt": prompt})
 
 

@@ -17,6 +17,7 @@ Shape (every key optional; defaults below):
     [node]       listen multiaddrs and RPC limits
     [peers.ALIAS] peer_id, addrs, tools
     [watch]      poll_interval_s
+    [library]    environments, sources, prelookup, context_tokens
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ ALL_LOCAL_TOOLS = (
     "list_dir",
     "search_text",
     "run_command",
+    "search_library",
+    "read_library",
 )
 
 
@@ -190,6 +193,25 @@ class WatchConfig(_Frozen):
     poll_interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
 
 
+class LibraryConfig(_Frozen):
+    """`[library]`: the library lookup (issue 18, STD-AI-01).
+
+    `environments` are Python environments whose installed distributions are
+    indexed: virtual environment folders, site-packages folders or
+    interpreters, relative to the project folder; None means the project's
+    `.venv` if it has one, else the node's own interpreter. `sources` are
+    extra folders of plain-text packages (Gleam's `build/packages`,
+    `node_modules`). `prelookup` looks the library up before the first
+    inference when a message names an installed package; `context_tokens`
+    bounds what that adds to the request (estimated tokens).
+    """
+
+    environments: tuple[Annotated[str, Field(min_length=1)], ...] | None = None
+    sources: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    prelookup: bool = True
+    context_tokens: Annotated[int, Field(ge=100, le=32000)] = 1500
+
+
 class Profile(_Frozen):
     """A whole environment profile, as validated from one TOML document."""
 
@@ -212,3 +234,4 @@ class Profile(_Frozen):
     node: NodeConfig = NodeConfig()
     peers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], TrustedPeer] = {}
     watch: WatchConfig = WatchConfig()
+    library: LibraryConfig = LibraryConfig()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -61,17 +61,27 @@ class LibraryIndex:
     """The index of `sites` (site-packages folders) and `sources` (plain-text
     source folders), stored at `db_path`.
 
-    Raises LibraryError from any method when the database cannot be opened.
+    `sites` may be a function, called once at the first refresh (finding an
+    interpreter's folders runs it): an error it raises (LibraryError) is kept
+    in `problems` and that environment is left out. Raises LibraryError from
+    any method when the database cannot be opened.
     """
 
-    def __init__(self, db_path: Path, sites: Iterable[Path], sources: Iterable[Path] = ()) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        sites: Iterable[Path] | Callable[[], Iterable[Path]],
+        sources: Iterable[Path] = (),
+    ) -> None:
         self.db_path = db_path
-        self.sites = tuple(sites)
+        self._find_sites = sites if callable(sites) else None
+        self._sites: tuple[Path, ...] | None = None if callable(sites) else tuple(sites)
         self.sources = tuple(sources)
+        self.problems: list[str] = []
         self._write = threading.Lock()
         self._local = threading.local()
         self._names: dict[str, str] | None = None
-        self._names_at = -1
+        self._names_seen: tuple[str, ...] = ()
 
     # -- keeping it current ---------------------------------------------------
 
@@ -80,6 +90,17 @@ class LibraryIndex:
         if db is None:
             db = self._local.db = store.connect(self.db_path)
         return db
+
+    @property
+    def sites(self) -> tuple[Path, ...]:
+        """The site-packages folders indexed (found at first use)."""
+        if self._sites is None:
+            try:
+                self._sites = tuple(self._find_sites())  # type: ignore[misc]
+            except LibraryError as exc:
+                self.problems.append(str(exc))
+                self._sites = ()
+        return self._sites
 
     def installed(self) -> list[Installed]:
         """Every distribution of the configured folders, cheaply (no file read)."""
@@ -105,9 +126,10 @@ class LibraryIndex:
                 if old is not None and old.fingerprint == item.fingerprint:
                     report.unchanged += 1
                     continue
-                dist = read_distribution(item) if not item.source else item.source
-                if wanted is not None and dist.key not in wanted:
+                named = item.source.name if item.source else _dist_info_name(item)
+                if wanted is not None and normalise(named) not in wanted:
                     continue
+                dist = read_distribution(item) if not item.source else item.source
                 built = build_distribution(dist)
                 with db:
                     store.write_dist(
@@ -145,13 +167,21 @@ class LibraryIndex:
         ]
 
     def package_names(self) -> dict[str, str]:
-        """Every lower-case way of naming an indexed package (normalised name,
-        name with `_`, top-level modules) -> normalised distribution name."""
-        if self._names is None:
+        """Every lower-case way of naming an installed package (normalised name,
+        name with `_`, top-level modules once indexed) -> normalised name.
+        Packages not indexed yet are named by their `*.dist-info` folder."""
+        installed = self.installed()
+        seen = tuple(i.fingerprint for i in installed)
+        if self._names is None or seen != self._names_seen:
+            self._names_seen = seen
             names: dict[str, str] = {}
             for dist in store.dists(self._db()):
                 for alias in (dist.key, dist.key.replace("-", "_"), *dist.top_level):
                     names.setdefault(alias.lower(), dist.key)
+            for item in installed:
+                key = normalise(item.source.name if item.source else _dist_info_name(item))
+                names.setdefault(key, key)
+                names.setdefault(key.replace("-", "_"), key)
             self._names = names
         return self._names
 
@@ -294,6 +324,11 @@ class LibraryIndex:
         header = f"# {title}  {rel}:{start}-{end} of {len(text)}  {dist}=={version}"
         body = [f"{n:>5}  {text[n - 1]}" for n in range(start, end + 1)]
         return "\n".join([header, *body])
+
+
+def _dist_info_name(item: Installed) -> str:
+    """`foo_bar` of `foo_bar-1.0.dist-info`."""
+    return item.dist_info.name.rpartition("-")[0] or item.dist_info.name
 
 
 def _inside(path: str, folder: str) -> bool:

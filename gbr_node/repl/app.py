@@ -49,6 +49,10 @@ class NodeControl(Protocol):
 
     async def approvals_command(self, name: str, args: str) -> str: ...
 
+    async def lib_command(self, query: str) -> str: ...
+
+    async def with_library_context(self, prompt: UserPrompt) -> UserPrompt: ...
+
     def edit_approval(self, args: str) -> str:
         """`/edit N`, run in the input thread while it owns the terminal."""
         ...
@@ -109,7 +113,9 @@ class Repl:
         except CommandError as exc:
             self._render.line(str(exc))
             return
-        if isinstance(parsed, UserPrompt | InterruptAndSuggest):
+        if isinstance(parsed, UserPrompt):
+            await runtime.inbox.send(await self._node.with_library_context(parsed))
+        elif isinstance(parsed, InterruptAndSuggest):
             await runtime.inbox.send(parsed)
         elif isinstance(parsed, SlashCommand):
             await self._command(parsed)
@@ -138,6 +144,8 @@ class Repl:
                 text = await self._node.env_command(cmd.args)
                 if text:
                     out(text)
+            elif cmd.name == "lib":
+                out(await self._node.lib_command(cmd.args))
             elif cmd.name in APPROVAL_COMMANDS:
                 out(await self._node.approvals_command(cmd.name, cmd.args))
         except GbrError as exc:

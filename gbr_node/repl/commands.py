@@ -30,10 +30,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("N [--force]", "approve approval N and apply it"),
     "reject": ("N [REASON]", "refuse approval N; the reason reaches the requester"),
     "edit": ("N", "open $EDITOR on approval N's content; the edited text is written"),
+    "lib": ("QUERY", "search the installed libraries' source (what search_library sees)"),
     "quit": ("", "leave (Ctrl-D also leaves; Ctrl-C stops the current answer)"),
 }
 ALIASES = {"suggestion": "s", "exit": "quit", "q": "quit", "?": "help"}
-NEEDS_ARGUMENT = {"s", "dial", "show", "approve", "reject", "edit"}
+NEEDS_ARGUMENT = {"s", "dial", "show", "approve", "reject", "edit", "lib"}
 APPROVAL_COMMANDS = {"approvals", "show", "approve", "reject", "edit"}
 
 

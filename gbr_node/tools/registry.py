@@ -24,9 +24,11 @@ from pydantic import ValidationError
 
 from gbr_node.config.profile import ALL_LOCAL_TOOLS, ToolsConfig
 from gbr_node.errors import ApprovalRequired, InvalidArguments, ToolError, UnknownTool
+from gbr_node.library.index import LibraryIndex
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools import commands, files, search, tree
 from gbr_node.tools.base import Tool, ToolResult
+from gbr_node.tools.library import library_tools
 
 __all__ = ["Registry", "Tool", "ToolResult", "approval_required_result", "build_registry"]
 
@@ -143,6 +145,7 @@ def build_registry(
     search_path: str | None = None,
     on_approval: ApprovalHandler | None = None,
     extra: Iterable[Tool] = (),
+    library: LibraryIndex | None = None,
 ) -> Registry:
     """Build the registry of the tools `tools` enables, bound to `sandbox`.
 
@@ -154,9 +157,13 @@ def build_registry(
     only on POSIX (it kills process groups); elsewhere it is left out with a
     warning. `on_approval` is passed to `Registry`. `extra` tools (the node's
     own, such as `approval_status`) are added whatever `tools` says.
+    `search_library` and `read_library` exist when a `library` index is given
+    (issue 18).
     """
     built = (*files.file_tools(tools, sandbox), *tree.tree_tools(sandbox))
     available = {tool.name: tool for tool in (*built, search.search_tool(tools, sandbox))}
+    if library is not None:
+        available.update((tool.name, tool) for tool in library_tools(library))
     if tools.is_enabled("run_command"):
         if os.name == "posix":
             path = os.environ.get("PATH", os.defpath) if search_path is None else search_path

@@ -1,0 +1,66 @@
+"""The library as the node uses it: opened from a profile's `[library]`, and
+looked up before the first inference (issue 18, "Library first in the agent").
+
+`open_library` makes the `LibraryIndex` of a profile (`.gbr/library.db` in
+the project folder). `prelookup` is the node's own lookup for a message that
+names an installed distribution or one of its public names: it indexes those
+distributions first if need be (the rest can wait), searches with the message
+as the query, and returns a bounded context block for the request and the
+one status line the person sees (`library: 5 hits in httpx==0.28.1`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gbr_node.config.profile import LibraryConfig
+from gbr_node.library.environments import normalise, site_dirs
+from gbr_node.library.index import LibraryIndex
+from gbr_node.library.present import context_block, status_line
+
+PRELOOKUP_HITS = 8
+DB_NAME = "library.db"
+
+
+@dataclass(frozen=True)
+class Prelookup:
+    """What the node adds to a message: `context` (the block put before it) and
+    `status` (the line shown)."""
+
+    context: str
+    status: str
+
+
+def db_path(project_dir: Path) -> Path:
+    """Where a project's library index lives: `.gbr/library.db`."""
+    return project_dir / ".gbr" / DB_NAME
+
+
+def open_library(project_dir: Path, config: LibraryConfig) -> LibraryIndex:
+    """The index of `config`'s environments (default: the project's `.venv`,
+    else this interpreter) and source folders, relative to `project_dir`.
+    Nothing is read yet: environments are found at the first refresh."""
+
+    def sites() -> list[Path]:
+        found: list[Path] = []
+        for spec in config.environments if config.environments is not None else (None,):
+            found += [p for p in site_dirs(spec, project_dir) if p not in found]
+        return found
+
+    sources = [project_dir / folder for folder in config.sources]
+    return LibraryIndex(db_path(project_dir), sites, sources)
+
+
+def prelookup(index: LibraryIndex, text: str, max_tokens: int) -> Prelookup | None:
+    """The lookup for a person's message, or None when it names no installed
+    package nor public name (or nothing was found). Blocking (indexes the named
+    distributions when they are new or changed); raises LibraryError."""
+    mentions = index.mentions(text)
+    if not mentions.packages:
+        return None
+    index.refresh(only=mentions.packages)
+    hits = index.search(text, package=mentions.packages[0], limit=PRELOOKUP_HITS)
+    hits = [h for h in hits if normalise(h.dist) in mentions.packages]
+    block, kept = context_block(hits, max_tokens)
+    return Prelookup(block, status_line(kept)) if kept else None

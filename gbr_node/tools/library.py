@@ -1,0 +1,121 @@
+"""`search_library` and `read_library`: the installed libraries' own source, for the
+model and for peers granted them (issue 18, STD-AI-01).
+
+Both are read-only. They read only files the library index holds (the
+distributions of the profile's `[library]` environments and sources), each
+checked to lie inside its folder once symlinks are resolved; they never touch
+the project through this route, so no sandbox rule of the project is passed
+by. Each call first re-checks the environments (`LibraryIndex.refresh`), so a
+`pip install` made since the last call is searched too.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
+
+from gbr_node.errors import LibraryError, ToolError
+from gbr_node.library.index import MAX_LIMIT, READ_DEFAULT_LINES, READ_MAX_LINES, LibraryIndex
+from gbr_node.library.present import hits_text
+from gbr_node.tools.base import Params, Tool, ToolResult
+
+
+class SearchLibraryParams(Params):
+    """Arguments of search_library."""
+
+    query: str = Field(
+        min_length=1,
+        max_length=500,
+        description="What to look for: a name (open_nursery, httpx.Timeout, a partial name) "
+        "or a question in words (how do I set a timeout).",
+    )
+    package: Annotated[str, Field(min_length=1, max_length=200)] | SkipJsonSchema[None] = Field(
+        None, description="A distribution or import name whose definitions rank first."
+    )
+    limit: int = Field(10, ge=1, le=MAX_LIMIT, description="How many hits at most.")
+
+
+class ReadLibraryParams(Params):
+    """Arguments of read_library."""
+
+    name_or_path: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="A qualified name as search_library shows it (httpx.Timeout, "
+        "trio.Nursery.start_soon), or a file as it shows it (httpx/_config.py, optionally "
+        "with :LINE).",
+    )
+    line: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
+        None, description="First line to show (default: where the definition starts)."
+    )
+    lines: int = Field(
+        READ_DEFAULT_LINES, ge=1, le=READ_MAX_LINES, description="How many lines at most."
+    )
+
+
+class LibraryTools:
+    """The handlers, bound to one `LibraryIndex`."""
+
+    def __init__(self, index: LibraryIndex) -> None:
+        self._index = index
+
+    def search_library(self, params: SearchLibraryParams) -> ToolResult:
+        """Ranked hits, one line each (`hit_line`) with the docstring's first
+        paragraph below; structured: `{"hits": [...]}`. ToolError when the
+        index cannot be read."""
+        try:
+            self._index.refresh()
+            hits = self._index.search(params.query, params.package, params.limit)
+        except LibraryError as exc:
+            raise ToolError(str(exc)) from exc
+        structured: dict[str, Any] = {
+            "hits": [
+                {
+                    "name": h.qualname,
+                    "kind": h.kind,
+                    "signature": h.signature,
+                    "file": h.file,
+                    "line": h.line,
+                    "distribution": h.dist,
+                    "version": h.version,
+                    "doc": h.doc,
+                }
+                for h in hits
+            ]
+        }
+        return ToolResult.text(hits_text(hits), structured=structured)
+
+    def read_library(self, params: ReadLibraryParams) -> ToolResult:
+        """Numbered source lines of a definition or file. ToolError when the
+        name or file is not in the index, or is ambiguous."""
+        try:
+            self._index.refresh()
+            text = self._index.read(params.name_or_path, params.line, params.lines)
+        except LibraryError as exc:
+            raise ToolError(str(exc)) from exc
+        return ToolResult.text(text)
+
+
+def library_tools(index: LibraryIndex) -> list[Tool]:
+    """The `search_library` and `read_library` tools over `index`."""
+    handlers = LibraryTools(index)
+    return [
+        Tool(
+            "search_library",
+            "Search the source of the libraries installed in this project's environment "
+            "(read from disk, never from memory): classes, functions, methods, constants "
+            "with signature, file:line and dist==version. Use it before writing code that "
+            "uses a library, and trust it over what you remember.",
+            SearchLibraryParams,
+            handlers.search_library,
+        ),
+        Tool(
+            "read_library",
+            "Show the installed source code of a library definition (by the qualified name "
+            "search_library gave) or of a library file:line, as numbered lines.",
+            ReadLibraryParams,
+            handlers.read_library,
+        ),
+    ]
