@@ -327,8 +327,8 @@ class LibraryIndex:
 
 
 def _dist_info_name(item: Installed) -> str:
-    """`foo_bar` of `foo_bar-1.0.dist-info`."""
-    return item.dist_info.name.rpartition("-")[0] or item.dist_info.name
+    """`foo_bar` of `foo_bar-1.0.dist-info` (PEP 427 escapes `-` in names as `_`)."""
+    return item.dist_info.name.removesuffix(".dist-info").partition("-")[0]
 
 
 def _inside(path: str, folder: str) -> bool:
