@@ -3,7 +3,8 @@
 
 Only the module body and class bodies are walked (function bodies are not),
 including the branches of `if`/`try` blocks at module level, where libraries put
-`TYPE_CHECKING` imports and optional speed-ups. What is kept per definition:
+`TYPE_CHECKING` imports and optional speed-ups (but not `if __name__ ==
+"__main__":`, a script's demo code). What is kept per definition:
 kind, name, signature, the first paragraph of its docstring, first and last
 line. Besides definitions, the module's imports, star imports and a literal
 `__all__` are kept so that `exports.py` can follow re-exports.
@@ -171,6 +172,16 @@ def _absolute(module: str, is_package: bool, level: int, name: str | None) -> st
     return ".".join([*base, name] if name else base) or None
 
 
+def _is_main_guard(test: ast.expr) -> bool:
+    """`if __name__ == "__main__":`"""
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
+
+
 class _Reader:
     def __init__(self, info: ModuleInfo, is_package: bool, lines: list[str]) -> None:
         self.info = info
@@ -181,6 +192,8 @@ class _Reader:
     def module_body(self, body: list[ast.stmt]) -> None:
         for index, node in enumerate(body):
             if isinstance(node, ast.If):
+                if _is_main_guard(node.test):
+                    continue  # a demo or script part, not the module's API
                 self.module_body(node.body)
                 self.module_body(node.orelse)
             elif isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)):

@@ -23,7 +23,7 @@ from gbr_node.errors import LibraryError
 from gbr_node.library import store
 from gbr_node.library.build import build_distribution
 from gbr_node.library.environments import Installed, normalise, read_distribution, scan_site
-from gbr_node.library.rank import plan_query, rerank
+from gbr_node.library.rank import Plan, plan_query, rerank
 from gbr_node.library.sources import scan_sources
 from gbr_node.library.store import Hit
 from gbr_node.library.words import tokenize
@@ -34,6 +34,7 @@ MAX_LIMIT = 50
 READ_DEFAULT_LINES = 80
 READ_MAX_LINES = 400
 MEMBER_VOTE = 0.8
+MAX_MATCHED = 6000
 
 
 @dataclass
@@ -81,7 +82,7 @@ class LibraryIndex:
         self._write = threading.Lock()
         self._local = threading.local()
         self._names: dict[str, str] | None = None
-        self._names_seen: tuple[str, ...] = ()
+        self._dists: list[store.DistRow] | None = None
 
     # -- keeping it current ---------------------------------------------------
 
@@ -151,8 +152,7 @@ class LibraryIndex:
                         if dist_info not in present:
                             store.delete_dist(db, old.id)
                             report.removed.append(f"{old.name}=={old.version}")
-            if report.indexed or report.removed:
-                self._names = None
+            self._names = self._dists = None
         report.seconds = time.perf_counter() - started
         return report
 
@@ -166,16 +166,20 @@ class LibraryIndex:
             if known.get(str(i.dist_info)) != i.fingerprint
         ]
 
-    def package_names(self) -> dict[str, str]:
+    def _indexed(self) -> list[store.DistRow]:
+        if self._dists is None:
+            self._dists = store.dists(self._db())
+        return self._dists
+
+    def package_names(self, fresh: bool = False) -> dict[str, str]:
         """Every lower-case way of naming an installed package (normalised name,
         name with `_`, top-level modules once indexed) -> normalised name.
-        Packages not indexed yet are named by their `*.dist-info` folder."""
-        installed = self.installed()
-        seen = tuple(i.fingerprint for i in installed)
-        if self._names is None or seen != self._names_seen:
-            self._names_seen = seen
+        Packages not indexed yet are named by their `*.dist-info` folder. Kept
+        until the next `refresh`, or looked at again when `fresh`."""
+        if self._names is None or fresh:
+            installed = self.installed()
             names: dict[str, str] = {}
-            for dist in store.dists(self._db()):
+            for dist in self._indexed():
                 for alias in (dist.key, dist.key.replace("-", "_"), *dist.top_level):
                     names.setdefault(alias.lower(), dist.key)
             for item in installed:
@@ -199,17 +203,19 @@ class LibraryIndex:
         limit = max(1, min(limit, MAX_LIMIT))
         db = self._db()
         names = self.package_names()
-        plan = plan_query(query, names, package)
+        plan = _affordable(db, plan_query(query, names, package))
         if plan.expression is None:
             return []
-        keys = {d.name: d.key for d in store.dists(db)}
-        ids = {d.key: d.id for d in store.dists(db)}
+        dists = self._indexed()
+        keys = {d.name: d.key for d in dists}
+        ids = {d.key: d.id for d in dists}
         scored: list[tuple[int, float]] = []
         wanted = [ids[k] for k in plan.packages if k in ids]
         if wanted:
             tokens = " OR ".join(store.dist_token(i) for i in wanted)
             scored += store.match(db, f"dist : ({tokens}) AND ({plan.expression})", CANDIDATES)
-        scored += store.match(db, plan.expression, CANDIDATES)
+        if len(scored) < limit:  # the named packages rank first: others only fill up
+            scored += store.match(db, plan.expression, CANDIDATES)
         top = max((s for _, s in scored), default=1.0)
         for ident in plan.identifiers:  # spelled out in full: as good as the best match
             scored += [(h.entry_id, top) for h in store.by_alias(db, ident)]
@@ -237,7 +243,7 @@ class LibraryIndex:
     def mentions(self, text: str) -> Mentions:
         """The installed packages `text` names as words, and the public names of
         them it spells as code (`open_nursery`, `httpx.Timeout`, backticked)."""
-        names = self.package_names()
+        names = self.package_names(fresh=True)
         packages: list[str] = []
         spelled: list[str] = []
         db = self._db()
@@ -281,9 +287,10 @@ class LibraryIndex:
         path, _, at = target.rpartition(":")
         if at.isdigit() and path:
             target, line = path, line or int(at)
-        if "/" in target or target.endswith((".py", ".pyi")) or os.sep in target:
+        found = store.by_alias(db, target)
+        if not found and ("/" in target or target.endswith((".py", ".pyi")) or os.sep in target):
             return self._read_file(db, target, line or 1, lines, None)
-        found = store.by_alias(db, target) or store.by_name(db, target.rpartition(".")[2], 10)
+        found = found or store.by_name(db, target.rpartition(".")[2], 10)
         if not found:
             close = self.search(target, limit=5)
             hint = "; close: " + ", ".join(h.qualname for h in close) if close else ""
@@ -324,6 +331,25 @@ class LibraryIndex:
         header = f"# {title}  {rel}:{start}-{end} of {len(text)}  {dist}=={version}"
         body = [f"{n:>5}  {text[n - 1]}" for n in range(start, end + 1)]
         return "\n".join([header, *body])
+
+
+def _affordable(db, plan: Plan) -> Plan:
+    """The plan without its commonest words while its words match more than
+    MAX_MATCHED rows together (every matched row is scored: that is the cost of a
+    query); the two rarest words always stay. A dropped word still counts in
+    `rerank` for the hits that contain it."""
+    if len(plan.words) <= 2:
+        return plan
+    counts = {w: store.row_count(db, f'"{w}"') for w in plan.words}
+    if sum(counts.values()) <= MAX_MATCHED:
+        return plan
+    kept, total = [], 0
+    for word in sorted(plan.words, key=lambda w: counts[w]):
+        if len(kept) >= 2 and total + counts[word] > MAX_MATCHED:
+            break
+        kept.append(word)
+        total += counts[word]
+    return plan.without(w for w in plan.words if w not in kept)
 
 
 def _dist_info_name(item: Installed) -> str:

@@ -24,6 +24,7 @@ EXACT_NAME_BOOST = 3.0
 EXACT_PATH_BOOST = 5.0
 LAST_NAME_BOOST = 1.5
 KIND_BOOST = 1.5
+DROPPED_CREDIT = 0.1
 CLASS_WORDS = frozenset({"class", "classes", "type", "types"})
 ERROR_WORDS = frozenset({"exception", "exceptions", "error", "errors", "raise", "raises"})
 MIN_PREFIX_CHARS = 3
@@ -40,6 +41,16 @@ class Plan:
     packages: tuple[str, ...]
     identifiers: tuple[str, ...]
     wants: str = ""
+    words: tuple[str, ...] = ()
+    partial: frozenset[str] = frozenset()
+    dropped: tuple[str, ...] = ()
+
+    def without(self, dropped: Iterable[str]) -> Plan:
+        """This plan with the words `dropped` left out of the expression (kept
+        in `dropped`, for `rerank` to credit hits that contain them)."""
+        dropped = tuple(w for w in self.words if w in set(dropped))
+        kept = [w for w in self.words if w not in dropped]
+        return replace(self, expression=_expression(kept, self.partial), dropped=dropped)
 
 
 def _package_of(token: Token, names: Mapping[str, str]) -> tuple[str | None, Token | None]:
@@ -79,13 +90,24 @@ def plan_query(text: str, names: Mapping[str, str], package: str | None = None) 
     said = {t.text.lower() for t in tokens if not t.code}
     wants = "exception" if said & ERROR_WORDS else "class" if said & CLASS_WORDS else ""
     words = terms(kept) or [w for p in packages for w in p.split("-")]
+    partial = frozenset(w for t in kept if t.code or len(kept) == 1 for w in t.words())
+    return Plan(
+        _expression(words, partial),
+        tuple(packages),
+        tuple(identifiers),
+        wants,
+        tuple(words),
+        partial,
+    )
+
+
+def _expression(words: Iterable[str], partial: frozenset[str]) -> str | None:
     parts = []
-    partial = {w for t in kept if t.code or len(kept) == 1 for w in t.words()}
     for word in words:
         quoted = f'"{word}"'
         prefix = word in partial and len(word) >= MIN_PREFIX_CHARS
         parts.append(f"({quoted} OR {quoted}*)" if prefix else quoted)
-    return Plan(" OR ".join(parts) or None, tuple(packages), tuple(identifiers), wants)
+    return " OR ".join(parts) or None
 
 
 def _boost(hit: Hit, plan: Plan) -> float:
@@ -102,6 +124,9 @@ def _boost(hit: Hit, plan: Plan) -> float:
             best = max(best, EXACT_PATH_BOOST if "." in ident else EXACT_NAME_BOOST)
         elif "." in ident and name == ident.rpartition(".")[2]:
             best = max(best, LAST_NAME_BOOST)
+    if plan.dropped:
+        text = f"{hit.qualname} {hit.signature} {hit.doc}".lower()
+        best *= 1.0 + DROPPED_CREDIT * sum(w in text for w in plan.dropped)
     if plan.wants and hit.kind == "class":
         is_error = any(w in f"{hit.name} {hit.bases}" for w in ("Error", "Exception", "Warning"))
         if plan.wants == "class" or is_error:

@@ -274,6 +274,13 @@ def _scores(
     return {rowid: -value for rowid, value in rows}
 
 
+def row_count(db: sqlite3.Connection, expression: str) -> int:
+    """How many rows of the short table match `expression` (a cost estimate)."""
+    return db.execute(
+        "SELECT count(*) FROM fts_names WHERE fts_names MATCH ?", (expression,)
+    ).fetchone()[0]
+
+
 def match(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[int, float]]:
     """(entry id, score) of the best `limit` rows for an FTS5 MATCH expression,
     best first. The score (higher is better) is the weighted sum of the

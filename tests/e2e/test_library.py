@@ -85,7 +85,7 @@ def test_the_models_search_library_call_returns_hits_with_versions(
     assert lines and all(line.endswith(f"httpx=={version}") for line in lines), lines
     assert any(re.search(r"httpx/_\w+\.py:\d+", line) for line in lines)
     source = third["messages"][-1]["content"]
-    assert source.startswith(f"# httpx.Timeout  httpx/_config.py:")
+    assert source.startswith("# httpx.Timeout  httpx/_config.py:")
     assert "class Timeout" in source
     assert {"search_library", "read_library"} <= {t["function"]["name"] for t in second["tools"]}
 
