@@ -305,6 +305,8 @@ class _Reader:
             if in_class and node.name.startswith("__") and node.name != "__call__":
                 return
             decorators = _decorators(node)
+            if decorators & {"setter", "deleter"}:
+                return  # the rest of a property listed already
             if decorators & {"overload", "typing.overload"} and any(
                 d.local == prefix + node.name for d in info.definitions[-8:]
             ):
@@ -319,8 +321,6 @@ class _Reader:
             signature = "" if kind == "property" else _signature(node, drop)
             if kind == "property" and node.returns is not None:
                 signature = f": {_cut(ast.unparse(node.returns), MAX_SIGNATURE_CHARS)}"
-            if kind == "property" and any(d.local == prefix + node.name for d in info.definitions):
-                return  # the setter of a property already listed
             doc = ast.get_docstring(node, clean=True)
             info.definitions.append(
                 Definition(
