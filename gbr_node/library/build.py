@@ -26,14 +26,14 @@ import math
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gbr_node.library.environments import Distribution
 from gbr_node.library.exports import is_private_path, public_paths
 from gbr_node.library.extract import Definition, ModuleInfo, parse_module
 from gbr_node.library.sources import definitions as text_definitions
-from gbr_node.library.words import split_compound, split_identifier
+from gbr_node.library.words import split_compound
 
 PRIVATE_FACTOR = 0.4
 TESTS_FACTOR = 0.25
@@ -154,12 +154,8 @@ def build_distribution(dist: Distribution) -> Built:
         files[module] = file
     built.top_level = sorted({m.split(".")[0] for m in modules})
     paths = public_paths(modules)
-    vocabulary = {
-        w
-        for info in modules.values()
-        for d in info.definitions
-        for w in split_identifier(f"{d.name} {d.doc}")
-    }
+    # the words the code itself uses: what compound module names are split into
+    vocabulary = {w.decode().lower() for w in mentions if w.isalpha()}
     compounds = {
         part: split_compound(part, vocabulary) for module in modules for part in module.split(".")
     }
@@ -167,9 +163,8 @@ def build_distribution(dist: Distribution) -> Built:
         file = files[module]
         apart = " ".join(w for part in module.split(".") for w in compounds[part])
         for definition in info.definitions:
-            row = _row(module, definition, paths, file)
             uses = mentions[definition.name.encode()] - 1
-            built.rows.append(replace(row, factor=row.factor * prominence(uses), apart=apart))
+            built.rows.append(_row(module, definition, paths, file, prominence(uses), apart))
     return built
 
 
@@ -179,7 +174,9 @@ def prominence(uses: int) -> float:
     return 1.0 + USE_WEIGHT * math.log1p(max(uses, 0))
 
 
-def _row(module: str, definition: Definition, paths: dict, file: str) -> Row:
+def _row(
+    module: str, definition: Definition, paths: dict, file: str, weight: float, apart: str
+) -> Row:
     top, _, rest = definition.local.partition(".")
     prefixes = paths.get((module, top), [module if not top else f"{module}.{top}"])
     aliases = tuple(f"{p}.{rest}" if rest else p for p in prefixes)
@@ -193,8 +190,9 @@ def _row(module: str, definition: Definition, paths: dict, file: str) -> Row:
         file,
         definition.line,
         definition.end_line,
-        _factor(aliases[0], file, definition.doc) * KIND_PRIOR.get(definition.kind, 1.0),
+        _factor(aliases[0], file, definition.doc) * KIND_PRIOR.get(definition.kind, 1.0) * weight,
         definition.params,
+        apart,
     )
 
 

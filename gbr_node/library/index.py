@@ -12,17 +12,25 @@ own connection.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gbr_node.errors import LibraryError
 from gbr_node.library import store
-from gbr_node.library.build import build_distribution
-from gbr_node.library.environments import Installed, normalise, read_distribution, scan_site
+from gbr_node.library.build import Built, build_distribution
+from gbr_node.library.environments import (
+    Distribution,
+    Installed,
+    normalise,
+    read_distribution,
+    scan_site,
+)
 from gbr_node.library.rank import Plan, plan_query, rerank
 from gbr_node.library.sources import scan_sources
 from gbr_node.library.store import Hit
@@ -33,6 +41,7 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
 READ_DEFAULT_LINES = 80
 READ_MAX_LINES = 400
+PARALLEL_FROM = 8
 MEMBER_VOTE = 0.8
 MAX_MATCHED = 6000
 
@@ -64,8 +73,9 @@ class LibraryIndex:
 
     `sites` may be a function, called once at the first refresh (finding an
     interpreter's folders runs it): an error it raises (LibraryError) is kept
-    in `problems` and that environment is left out. Raises LibraryError from
-    any method when the database cannot be opened.
+    in `problems` and that environment is left out. `workers` processes
+    (default: 2, or 1 on a single core) parse a large batch of distributions.
+    Raises LibraryError from any method when the database cannot be opened.
     """
 
     def __init__(
@@ -73,12 +83,14 @@ class LibraryIndex:
         db_path: Path,
         sites: Iterable[Path] | Callable[[], Iterable[Path]],
         sources: Iterable[Path] = (),
+        workers: int | None = None,
     ) -> None:
         self.db_path = db_path
         self._find_sites = sites if callable(sites) else None
         self._sites: tuple[Path, ...] | None = None if callable(sites) else tuple(sites)
         self.sources = tuple(sources)
         self.problems: list[str] = []
+        self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
         self._write = threading.Lock()
         self._local = threading.local()
         self._names: dict[str, str] | None = None
@@ -122,6 +134,7 @@ class LibraryIndex:
             db = self._db()
             known = {d.dist_info: d for d in store.dists(db)}
             installed = self.installed()
+            todo: list[tuple[Installed, Distribution]] = []
             for item in installed:
                 old = known.get(str(item.dist_info))
                 if old is not None and old.fingerprint == item.fingerprint:
@@ -130,8 +143,8 @@ class LibraryIndex:
                 named = item.source.name if item.source else _dist_info_name(item)
                 if wanted is not None and normalise(named) not in wanted:
                     continue
-                dist = read_distribution(item) if not item.source else item.source
-                built = build_distribution(dist)
+                todo.append((item, read_distribution(item) if not item.source else item.source))
+            for (item, dist), built in self._build_all(todo):
                 with db:
                     store.write_dist(
                         db,
@@ -155,6 +168,20 @@ class LibraryIndex:
             self._names = self._dists = None
         report.seconds = time.perf_counter() - started
         return report
+
+    def _build_all(
+        self, todo: list[tuple[Installed, Distribution]]
+    ) -> Iterator[tuple[tuple[Installed, Distribution], Built]]:
+        """`build_distribution` of each, in order; in `workers` processes (spawned,
+        never forked: the node has threads) when there are PARALLEL_FROM or more."""
+        if self.workers < 2 or len(todo) < PARALLEL_FROM:
+            for pair in todo:
+                yield pair, build_distribution(pair[1])
+            return
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(self.workers, mp_context=context) as pool:
+            built = pool.map(build_distribution, [dist for _, dist in todo])
+            yield from zip(todo, built, strict=True)
 
     def pending(self) -> list[str]:
         """Normalised names of installed distributions not indexed at their

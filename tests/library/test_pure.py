@@ -3,6 +3,8 @@ plans and presentation (issue 18)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -144,10 +146,8 @@ def test_a_computed_all_counts_as_unknown():
 
 @given(st.text(max_size=300))
 def test_any_text_parses_or_raises_syntax_error_or_value_error(text):
-    try:
+    with contextlib.suppress(SyntaxError, ValueError):
         parse_module(text, "m")
-    except (SyntaxError, ValueError):
-        pass
 
 
 def test_first_paragraph_skips_markup_and_joins_lines():
@@ -172,8 +172,7 @@ def test_public_paths_follow_stars_aliases_and_all_and_prefer_the_shortest():
         _modules(
             {
                 "pkg.__init__": "from ._core import *\nfrom .sub import Thing as Thing\n",
-                "pkg._core": "__all__ = ['open_thing']\ndef open_thing(): ...\n"
-                "def hidden(): ...\n",
+                "pkg._core": "__all__ = ['open_thing']\ndef open_thing(): ...\ndef hidden(): ...\n",
                 "pkg.sub.__init__": "from pkg.sub._impl import Thing\n",
                 "pkg.sub._impl": "class Thing: ...\n",
                 "pkg.plain": "from pkg._core import hidden\n",  # a plain import is no re-export
@@ -199,7 +198,9 @@ def test_public_paths_end_on_import_cycles():
 
 
 def _hit(name: str, dist: str = "httpx", doc: str = "Does a thing.") -> Hit:
-    return Hit(1, name, "class", "(a, b=1)", "Base", doc, "httpx/_m.py", "/s", 12, 20, dist, "0.28.1")
+    return Hit(
+        1, name, "class", "(a, b=1)", "Base", doc, "httpx/_m.py", "/s", 12, 20, dist, "0.28.1"
+    )
 
 
 def test_a_hit_reads_as_one_line_and_the_context_stays_within_its_budget():

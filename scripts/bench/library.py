@@ -1,0 +1,103 @@
+"""Benchmark: the library index over this interpreter's environment (issue 18).
+
+Run: `.venv/bin/python scripts/bench/library.py [--runs N]`. Builds the index
+from scratch N times (default 3) into a temporary folder and prints, as
+medians: the cold build time for the whole environment and per 100
+distributions, the 500-distribution build extrapolated from that, the warm
+re-check after no change, and the latency p50/p95 of the fixed question set
+(tests/library/questions.py, every question 5 times). The machine's load
+average is printed with the table; as a baseline measured in the same run,
+the time to only parse every source file with `ast` (the floor of a cold
+build) is given with its ratio. Targets: query p95 <= 50 ms, cold <= 60 s for
+500 distributions, re-check <= 200 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+from gbr_node.config.profile import LibraryConfig  # noqa: E402
+from gbr_node.library.environments import read_distribution  # noqa: E402
+from gbr_node.library.index import LibraryIndex  # noqa: E402
+from gbr_node.library.lookup import open_library  # noqa: E402
+from tests.library.questions import QUESTIONS  # noqa: E402
+
+QUERY_ROUNDS = 5
+
+
+def _parse_only(index: LibraryIndex) -> float:
+    """Seconds to read and `ast.parse` every source file (the floor of a build)."""
+    started = time.perf_counter()
+    for item in index.installed():
+        dist = item.source or read_distribution(item)
+        for file in dist.files:
+            if file.endswith((".py", ".pyi")):
+                with contextlib.suppress(OSError, SyntaxError, ValueError):
+                    ast.parse((dist.base / file).read_bytes())
+    return time.perf_counter() - started
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[max(0, int(len(ordered) * q) - 1)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="cold builds to take the median of")
+    runs = parser.parse_args().runs
+    colds, floors, warms, queries = [], [], [], []
+    dists = entries = 0
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            index = open_library(Path(tmp), LibraryConfig())  # this interpreter's environment
+            floors.append(_parse_only(index))
+            started = time.perf_counter()
+            report = index.refresh()
+            colds.append(time.perf_counter() - started)
+            dists = len(report.indexed)
+            entries = index._db().execute("SELECT count(*) FROM entries").fetchone()[0]
+            for _ in range(5):
+                started = time.perf_counter()
+                index.refresh()
+                warms.append(time.perf_counter() - started)
+            index.search("warm up the page cache")
+            for _ in range(QUERY_ROUNDS):
+                for question, _expected in QUESTIONS:
+                    started = time.perf_counter()
+                    index.search(question, limit=5)
+                    queries.append(time.perf_counter() - started)
+    cold = statistics.median(colds)
+    floor = statistics.median(floors)
+    per_100 = cold / dists * 100
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"library index of {sys.prefix}: {dists} distributions, {entries} definitions")
+    print(f"machine load average (1, 5, 15 min): {load}; {runs} runs, medians")
+    rows = [
+        ("cold build, whole environment", f"{cold:.2f} s", ""),
+        ("  baseline: ast.parse of every file", f"{floor:.2f} s", f"build = {cold / floor:.2f}x"),
+        ("cold build per 100 distributions", f"{per_100:.2f} s", ""),
+        ("cold build, 500 distributions (extrapolated)", f"{per_100 * 5:.1f} s", "target <= 60 s"),
+        ("warm re-check, nothing changed", f"{statistics.median(warms) * 1000:.1f} ms",
+         "target <= 200 ms"),
+        ("query p50 (question set)", f"{statistics.median(queries) * 1000:.1f} ms", ""),
+        ("query p95 (question set)", f"{_percentile(queries, 0.95) * 1000:.1f} ms",
+         "target <= 50 ms"),
+    ]  # fmt: skip
+    for label, value, note in rows:
+        print(f"  {label:<46} {value:>10}  {note}")
+
+
+if __name__ == "__main__":
+    main()
