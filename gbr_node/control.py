@@ -384,9 +384,10 @@ class Node:
                 return prompt
         if scope.cancelled_caught:
             self.notice(f"{DIM}library: lookup skipped (indexing takes longer){RESET}")
-        self.library_wanted.set()  # index the rest in the background from now on
+            self.library_wanted.set()
         if found is None:
             return prompt
+        self.library_wanted.set()  # index the rest in the background from now on
         self.notice(f"{DIM}{found.status}{RESET}")
         return UserPrompt(prompt.text, context=found.context)
 

@@ -1,0 +1,97 @@
+"""search_library / read_library as tools: in the registry, granted to a peer
+like any tool, and the `[library]` profile table (issue 18)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gbr_node.config.loader import load_profile
+from gbr_node.config.profile import LibraryConfig, ToolsConfig, TrustedPeer
+from gbr_node.errors import ProfileError, UnknownTool
+from gbr_node.library.index import LibraryIndex
+from gbr_node.library.lookup import open_library, prelookup
+from gbr_node.rpc.toolhost import ProfileToolHost, Snapshot
+from gbr_node.sandbox import Sandbox
+from gbr_node.tools.registry import build_registry
+from tests.library.conftest import write_dist
+
+PEER = "12D3KooW" + "A" * 44
+
+
+@pytest.fixture
+def library(tmp_path) -> LibraryIndex:
+    write_dist(
+        tmp_path / "site",
+        "widgets",
+        "3.1.4",
+        {
+            "widgets/__init__.py": "from ._core import spin_widget\n",
+            "widgets/_core.py": "def spin_widget(speed: float = 1.0) -> None:\n"
+            "    'Spin the widget at `speed` turns a second.'\n",
+        },
+    )
+    return LibraryIndex(tmp_path / "lib.db", [tmp_path / "site"])
+
+
+def _host(tmp_path, library, tools):
+    root = tmp_path / "root"
+    root.mkdir(exist_ok=True)
+    registry = build_registry(ToolsConfig(), Sandbox(root, []), library=library)
+    peers = {"alice": TrustedPeer(peer_id=PEER, tools=tools)}
+    return ProfileToolHost(lambda: Snapshot(peers, registry))
+
+
+async def test_a_peer_granted_search_library_gets_hits_with_versions(tmp_path, library):
+    host = _host(tmp_path, library, ("search_library", "read_library"))
+    grant = host.authorize(PEER)
+    names = [spec["name"] for spec in host.list_tools(grant)]
+    assert names == ["search_library", "read_library"]
+    result = await host.call_tool(grant, "search_library", {"query": "spin a widget"})
+    text = result["content"][0]["text"]
+    assert text.splitlines()[0] == (
+        "widgets.spin_widget(speed: float=1.0) -> None  widgets/_core.py:1  widgets==3.1.4"
+    )
+    assert result["structuredContent"]["hits"][0]["version"] == "3.1.4"
+    source = await host.call_tool(grant, "read_library", {"name_or_path": "widgets.spin_widget"})
+    assert "def spin_widget" in source["content"][0]["text"]
+    missing = await host.call_tool(grant, "read_library", {"name_or_path": "/etc/passwd"})
+    assert missing["isError"] and "not a file of the library index" in missing["content"][0]["text"]
+
+
+async def test_a_peer_not_granted_the_library_tools_cannot_call_them(tmp_path, library):
+    host = _host(tmp_path, library, ("read_file",))
+    grant = host.authorize(PEER)
+    assert "search_library" not in [spec["name"] for spec in host.list_tools(grant)]
+    with pytest.raises(UnknownTool):
+        await host.call_tool(grant, "search_library", {"query": "spin"})
+
+
+def test_the_prelookup_names_a_package_or_a_public_name_and_ignores_prose(library):
+    by_package = prelookup(library, "how fast can widgets spin?", 1500)
+    assert by_package is not None and by_package.status == "library: 1 hit in widgets==3.1.4"
+    assert "widgets.spin_widget(" in by_package.context
+    by_name = prelookup(library, "what does spin_widget take?", 1500)  # indexed by now
+    assert by_name is not None and "widgets==3.1.4" in by_name.status
+    assert prelookup(library, "how are you today?", 1500) is None
+
+
+def test_the_library_table_is_validated_like_every_profile_key(tmp_path):
+    folder = tmp_path / ".gbr_envs"
+    folder.mkdir()
+    (folder / "default.toml").write_text('[library]\nenviroments = [".venv"]\n')
+    with pytest.raises(ProfileError, match="enviroments"):
+        load_profile(tmp_path, "default")
+    (folder / "default.toml").write_text(
+        '[library]\nenvironments = ["envs/a"]\nsources = ["node_modules"]\ncontext_tokens = 800\n'
+    )
+    library = load_profile(tmp_path, "default").profile.library
+    assert library == LibraryConfig(
+        environments=("envs/a",), sources=("node_modules",), context_tokens=800
+    )
+
+
+def test_an_environment_that_is_none_is_reported_and_the_rest_still_works(tmp_path):
+    index = open_library(tmp_path, LibraryConfig(environments=("no/such/venv",)))
+    report = index.refresh()
+    assert report.indexed == []
+    assert index.problems and "no/such/venv" in index.problems[0]
