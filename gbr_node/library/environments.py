@@ -217,7 +217,11 @@ def _finder_mapping(finder: Path) -> list[tuple[Path, str | None]]:
     return []
 
 
-def _walk_sources(root: Path, limit: int) -> Iterator[Path]:
+def walk_files(
+    root: Path, suffixes: tuple[str, ...], skipped: frozenset[str], limit: int
+) -> Iterator[os.DirEntry]:
+    """Regular files under `root` whose names end with one of `suffixes`, at most
+    `limit`; symlinks are not followed, hidden folders and `skipped` ones not entered."""
     stack = [root]
     count = 0
     while stack:
@@ -228,13 +232,13 @@ def _walk_sources(root: Path, limit: int) -> Iterator[Path]:
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
-                if not entry.name.startswith(".") and entry.name not in SKIPPED_DIRS:
+                if not entry.name.startswith(".") and entry.name not in skipped:
                     stack.append(Path(entry.path))
-            elif entry.name.endswith(SOURCE_SUFFIXES):
+            elif entry.name.endswith(suffixes) and entry.is_file(follow_symlinks=False):
                 count += 1
                 if count > limit:
                     return
-                yield Path(entry.path)
+                yield entry
 
 
 def _editable_files(dist_info: Path, site: Path) -> tuple[Path, list[str], str] | None:
@@ -249,12 +253,12 @@ def _editable_files(dist_info: Path, site: Path) -> tuple[Path, list[str], str] 
     for root, package in roots:
         if (root.parent if package else root) != base:
             continue  # one base folder per distribution; the rest are rare
-        for path in _walk_sources(root, MAX_EDITABLE_FILES):
+        for entry in walk_files(root, SOURCE_SUFFIXES, SKIPPED_DIRS, MAX_EDITABLE_FILES):
             try:
-                st = path.stat()
+                st = entry.stat()
             except OSError:
                 continue
-            rel = path.relative_to(base).as_posix()
+            rel = Path(entry.path).relative_to(base).as_posix()
             files.append(rel)
             digest.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
     return base, files, "e" + digest.hexdigest()

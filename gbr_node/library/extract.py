@@ -13,6 +13,7 @@ line. Besides definitions, the module's imports, star imports and a literal
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from dataclasses import dataclass, field
 
@@ -104,27 +105,12 @@ def _cut(text: str, limit: int) -> str:
 
 def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, drop_first: bool) -> str:
     args = node.args
-    if drop_first:
+    if drop_first and (args.posonlyargs or args.args):
+        args = copy.copy(args)  # without `self` / `cls` (it never has a default)
         if args.posonlyargs:
-            args = ast.arguments(
-                posonlyargs=args.posonlyargs[1:],
-                args=args.args,
-                vararg=args.vararg,
-                kwonlyargs=args.kwonlyargs,
-                kw_defaults=args.kw_defaults,
-                kwarg=args.kwarg,
-                defaults=args.defaults,
-            )
-        elif args.args:
-            args = ast.arguments(
-                posonlyargs=[],
-                args=args.args[1:],
-                vararg=args.vararg,
-                kwonlyargs=args.kwonlyargs,
-                kw_defaults=args.kw_defaults,
-                kwarg=args.kwarg,
-                defaults=args.defaults,
-            )
+            args.posonlyargs = args.posonlyargs[1:]
+        else:
+            args.args = args.args[1:]
     text = f"({ast.unparse(args)})"
     if node.returns is not None:
         text += f" -> {ast.unparse(node.returns)}"

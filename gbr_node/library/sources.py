@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from gbr_node.library.environments import Distribution, Installed
+from gbr_node.library.environments import Distribution, Installed, walk_files
 from gbr_node.library.extract import Definition, first_paragraph
 
 TEXT_SUFFIXES = (
@@ -86,23 +86,12 @@ def _version(package: Path) -> str:
 
 
 def _files(package: Path) -> list[tuple[str, os.stat_result]]:
-    out: list[tuple[str, os.stat_result]] = []
-    stack = [package]
-    while stack and len(out) < MAX_PACKAGE_FILES:
-        folder = stack.pop()
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                if not entry.name.startswith(".") and entry.name not in SKIPPED:
-                    stack.append(Path(entry.path))
-            elif entry.name.endswith(TEXT_SUFFIXES) and entry.is_file(follow_symlinks=False):
-                st = entry.stat()
-                if st.st_size <= MAX_FILE_BYTES:
-                    out.append((Path(entry.path).relative_to(package.parent).as_posix(), st))
-    return out[:MAX_PACKAGE_FILES]
+    out = []
+    for entry in walk_files(package, TEXT_SUFFIXES, SKIPPED, MAX_PACKAGE_FILES):
+        st = entry.stat()
+        if st.st_size <= MAX_FILE_BYTES:
+            out.append((Path(entry.path).relative_to(package.parent).as_posix(), st))
+    return out
 
 
 def _packages(folder: Path) -> list[Path]:
