@@ -118,6 +118,8 @@ class Node:
         self.sandbox = build_sandbox(loaded)
         wanted = (loaded.project_dir, loaded.profile.library)
         if getattr(self, "_library_for", None) != wanted:
+            if getattr(self, "_library_for", None) is not None:
+                self.library.close()  # a new [library]: the old index's refresh stops
             self._library_for = wanted
             self.library: LibraryIndex = open_library(*wanted)
         self.registry: Registry = build_registry(

@@ -124,7 +124,7 @@ async def serve(settings: NodeSettings) -> int:
         # serve's stdout is its call log; `run` logs calls to .gbr/node.log instead
         print(describe_call(record, alias), flush=True)
 
-    async with _host(node, settings, handler, print_call) as host:
+    async with _host(node, settings, handler, print_call) as host, _closing(node):
         print(f"gbr-node {__version__} serving profile {node.loaded.name} as {host.peer_id}")
         for addr in host.addrs:
             print(f"  {addr}")
@@ -137,6 +137,15 @@ async def serve(settings: NodeSettings) -> int:
             nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
             await _start_background(node, nursery)
     return EXIT_OK
+
+
+@asynccontextmanager
+async def _closing(node: Node) -> AsyncIterator[None]:
+    """Stop the library index's refresh when leaving, so a cold build never holds the exit."""
+    try:
+        yield
+    finally:
+        node.library.close()
 
 
 async def _stop_on_sigterm(scope: trio.CancelScope) -> None:
@@ -326,6 +335,7 @@ async def run_interactive(settings: NodeSettings) -> int:
             nursery.cancel_scope.cancel()
     finally:
         journal.close()
+        node.library.close()
     return EXIT_OK
 
 

@@ -90,6 +90,7 @@ class LibraryIndex:
         self._sites: tuple[Path, ...] | None = None if callable(sites) else tuple(sites)
         self.sources = tuple(sources)
         self.problems: list[str] = []
+        self._closing = threading.Event()
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
         self._write = threading.Lock()
         self._local = threading.local()
@@ -144,7 +145,7 @@ class LibraryIndex:
                 if wanted is not None and normalise(named) not in wanted:
                     continue
                 todo.append((item, read_distribution(item) if not item.source else item.source))
-            for (item, dist), built in self._build_all(todo):
+            for (item, dist), built in self._build_all(todo):  # stops early on close()
                 with db:
                     store.write_dist(
                         db,
@@ -158,7 +159,7 @@ class LibraryIndex:
                     )
                 report.indexed.append(f"{dist.name}=={dist.version}")
                 report.skipped.extend(f"{dist.name}: {s}" for s in built.skipped)
-            if wanted is None:
+            if wanted is None and not self._closing.is_set():
                 present = {str(i.dist_info) for i in installed}
                 with db:
                     for dist_info, old in known.items():
@@ -176,12 +177,25 @@ class LibraryIndex:
         never forked: the node has threads) when there are PARALLEL_FROM or more."""
         if self.workers < 2 or len(todo) < PARALLEL_FROM:
             for pair in todo:
+                if self._closing.is_set():
+                    return
                 yield pair, build_distribution(pair[1])
             return
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self.workers, mp_context=context) as pool:
-            built = pool.map(build_distribution, [dist for _, dist in todo])
-            yield from zip(todo, built, strict=True)
+        pool = ProcessPoolExecutor(self.workers, mp_context=context)
+        try:
+            futures = [pool.submit(build_distribution, dist) for _, dist in todo]
+            for pair, future in zip(todo, futures, strict=True):
+                if self._closing.is_set():
+                    return
+                yield pair, future.result()
+        finally:
+            pool.shutdown(wait=not self._closing.is_set(), cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop a refresh in progress after the distribution it is on (the node is
+        leaving: a cold build must not hold its exit). What was written stays."""
+        self._closing.set()
 
     def pending(self) -> list[str]:
         """Normalised names of installed distributions not indexed at their
@@ -284,11 +298,8 @@ class LibraryIndex:
                 continue
             if not token.code or len(token.text) < 3:
                 continue
-            found = store.by_alias(db, token.text) or [
-                h
-                for h in store.by_name(db, token.text.rpartition(".")[2], 5)
-                if "_" not in h.qualname[:1]
-            ]
+            last = token.text.rpartition(".")[2]
+            found = store.by_alias(db, token.text) or store.by_name(db, last, 5)
             public = [h for h in found if not _private(h)]
             if public:
                 spelled.append(token.text)

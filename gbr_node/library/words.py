@@ -29,6 +29,48 @@ STOPWORDS = frozenset(
 )
 """Prose words dropped from questions (kept when part of an identifier)."""
 
+ABBREVIATIONS = {
+    "application": "app",
+    "argument": "arg",
+    "arguments": "args",
+    "asynchronous": "async",
+    "attribute": "attr",
+    "attributes": "attrs",
+    "authentication": "auth",
+    "authorization": "auth",
+    "configuration": "config",
+    "configure": "config",
+    "connection": "conn",
+    "context": "ctx",
+    "database": "db",
+    "directory": "dir",
+    "document": "doc",
+    "environment": "env",
+    "execute": "exec",
+    "generate": "gen",
+    "information": "info",
+    "initialize": "init",
+    "iterate": "iter",
+    "maximum": "max",
+    "message": "msg",
+    "minimum": "min",
+    "number": "num",
+    "parameter": "param",
+    "password": "passwd",
+    "previous": "prev",
+    "reference": "ref",
+    "request": "req",
+    "response": "resp",
+    "specification": "spec",
+    "string": "str",
+    "synchronous": "sync",
+    "temporary": "temp",
+    "utility": "util",
+    "value": "val",
+}
+"""Words of prose and the abbreviation identifiers use for them: a question
+says "configuration", the code says `ConfigDict`."""
+
 CODE_CHARS = re.compile(r"[_.]|[a-z][A-Z]")
 
 
@@ -86,8 +128,15 @@ def tokenize(text: str) -> list[Token]:
 
 
 def terms(tokens: list[Token]) -> list[str]:
-    """The distinct search words of `tokens`, in order."""
-    return list(dict.fromkeys(w for token in tokens for w in token.words()))
+    """The distinct search words of `tokens`, in order; a prose word is followed by
+    the abbreviation identifiers use for it (ABBREVIATIONS)."""
+    words = []
+    for token in tokens:
+        for word in token.words():
+            words.append(word)
+            if not token.code and word in ABBREVIATIONS:
+                words.append(ABBREVIATIONS[word])
+    return list(dict.fromkeys(words))
 
 
 def split_compound(word: str, vocabulary: set[str]) -> list[str]:

@@ -68,6 +68,7 @@ def test_a_plan_names_the_package_and_keeps_the_identifier():
     )
     assert plan_query("which exception does prompt_toolkit raise", names).wants == "exception"
     assert plan_query("nurs", {}).expression == '("nurs" OR "nurs"*)'  # a partial name
+    assert plan_query("the configuration", {}).expression == '"configuration" OR "config"'
 
 
 SOURCE = '''
