@@ -4,7 +4,8 @@
 folders) and extra source folders. `refresh` re-checks what is installed
 (one `scandir` per site folder and a `stat` per distribution) and re-indexes
 only distributions whose fingerprint changed, so a `pip install` is picked
-up by the next lookup; `search` and `read` call it first. All methods block
+up by the next lookup (the tools and `/lib` call it before searching). All
+methods block
 (SQLite, file reads): call them from a worker thread in async code. They are
 thread-safe: writes are serialised by a lock, each thread reads through its
 own connection.
@@ -71,9 +72,10 @@ class LibraryIndex:
     """The index of `sites` (site-packages folders) and `sources` (plain-text
     source folders), stored at `db_path`.
 
-    `sites` may be a function, called once at the first refresh (finding an
-    interpreter's folders runs it): an error it raises (LibraryError) is kept
-    in `problems` and that environment is left out. `workers` processes
+    Each of `sites` is a folder or a function giving folders, called once, at
+    the first refresh (finding an interpreter's folders runs it): an error it
+    raises (LibraryError) is kept in `problems` and that environment is left
+    out, the others are indexed. `workers` processes
     (default: 2, or 1 on a single core) parse a large batch of distributions.
     Raises LibraryError from any method when the database cannot be opened.
     """
@@ -81,13 +83,13 @@ class LibraryIndex:
     def __init__(
         self,
         db_path: Path,
-        sites: Iterable[Path] | Callable[[], Iterable[Path]],
+        sites: Iterable[Path | Callable[[], Iterable[Path]]],
         sources: Iterable[Path] = (),
         workers: int | None = None,
     ) -> None:
         self.db_path = db_path
-        self._find_sites = sites if callable(sites) else None
-        self._sites: tuple[Path, ...] | None = None if callable(sites) else tuple(sites)
+        self._site_specs = tuple(sites)
+        self._sites: tuple[Path, ...] | None = None
         self.sources = tuple(sources)
         self.problems: list[str] = []
         self._closing = threading.Event()
@@ -109,11 +111,15 @@ class LibraryIndex:
     def sites(self) -> tuple[Path, ...]:
         """The site-packages folders indexed (found at first use)."""
         if self._sites is None:
-            try:
-                self._sites = tuple(self._find_sites())  # type: ignore[misc]
-            except LibraryError as exc:
-                self.problems.append(str(exc))
-                self._sites = ()
+            found: list[Path] = []
+            for spec in self._site_specs:
+                try:
+                    paths = list(spec()) if callable(spec) else [spec]
+                except LibraryError as exc:
+                    self.problems.append(str(exc))
+                    continue
+                found += [p for p in paths if p not in found]
+            self._sites = tuple(found)
         return self._sites
 
     def installed(self) -> list[Installed]:

@@ -11,6 +11,7 @@ one status line the person sees (`library: 5 hits in httpx==0.28.1`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,14 +43,10 @@ def open_library(project_dir: Path, config: LibraryConfig) -> LibraryIndex:
     else this interpreter) and source folders, relative to `project_dir`.
     Nothing is read yet: environments are found at the first refresh."""
 
-    def sites() -> list[Path]:
-        found: list[Path] = []
-        for spec in config.environments if config.environments is not None else (None,):
-            found += [p for p in site_dirs(spec, project_dir) if p not in found]
-        return found
-
+    specs = config.environments if config.environments is not None else (None,)
+    finders = [functools.partial(site_dirs, spec, project_dir) for spec in specs]
     sources = [project_dir / folder for folder in config.sources]
-    return LibraryIndex(db_path(project_dir), sites, sources)
+    return LibraryIndex(db_path(project_dir), finders, sources)
 
 
 def prelookup(index: LibraryIndex, text: str, max_tokens: int) -> Prelookup | None:

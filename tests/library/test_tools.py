@@ -91,7 +91,10 @@ def test_the_library_table_is_validated_like_every_profile_key(tmp_path):
 
 
 def test_an_environment_that_is_none_is_reported_and_the_rest_still_works(tmp_path):
-    index = open_library(tmp_path, LibraryConfig(environments=("no/such/venv",)))
-    report = index.refresh()
-    assert report.indexed == []
-    assert index.problems and "no/such/venv" in index.problems[0]
+    write_dist(tmp_path / "site", "fine", "1.0", {"fine.py": "def ok(): ...\n"})
+    index = open_library(tmp_path, LibraryConfig(environments=("no/such/venv", "site")))
+    assert index.refresh().indexed == ["fine==1.0"]
+    assert (
+        len(index.problems) == 1
+        and "'no/such/venv' is not a virtual environment" in (index.problems[0])
+    )
