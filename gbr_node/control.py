@@ -116,7 +116,7 @@ class Node:
         """Put a validated profile in force for every call that starts from now on."""
         self.loaded = loaded
         self.sandbox = build_sandbox(loaded)
-        wanted = (loaded.project_dir, loaded.profile.library)
+        wanted = (loaded.project_dir, loaded.profile.library, loaded.root)
         if getattr(self, "_library_for", None) != wanted:
             if getattr(self, "_library_for", None) is not None:
                 self.library.close()  # a new [library]: the old index's refresh stops

@@ -44,13 +44,15 @@ class Installed:
     """A distribution seen in a site folder, before it is read: its
     `*.dist-info` folder and a `fingerprint` that changes with its `RECORD`
     (or, for an editable install, with its source files).
-    A package of an extra source folder comes already read, as `source`."""
+    A package of an extra source folder comes already read, as `source`; an
+    editable install knows the folder its sources are in (`base`)."""
 
     dist_info: Path
     site: Path
     fingerprint: str
     editable: bool
     source: Distribution | None = None
+    base: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,9 @@ def scan_site(site: Path) -> list[Installed]:
             if read is None:
                 continue
             fingerprint += ":" + read[2]
-        found.append(Installed(dist_info, site, fingerprint, editable))
+            found.append(Installed(dist_info, site, fingerprint, True, base=read[0]))
+            continue
+        found.append(Installed(dist_info, site, fingerprint, False))
     return found
 
 

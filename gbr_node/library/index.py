@@ -75,7 +75,9 @@ class LibraryIndex:
     Each of `sites` is a folder or a function giving folders, called once, at
     the first refresh (finding an interpreter's folders runs it): an error it
     raises (LibraryError) is kept in `problems` and that environment is left
-    out, the others are indexed. `workers` processes
+    out, the others are indexed. An editable install of the `project` itself
+    (its sources inside that folder) is left out: the project is the
+    sandbox's to govern (read_file, search_text), not a library. `workers` processes
     (default: 2, or 1 on a single core) parse a large batch of distributions.
     Raises LibraryError from any method when the database cannot be opened.
     """
@@ -86,11 +88,13 @@ class LibraryIndex:
         sites: Iterable[Path | Callable[[], Iterable[Path]]],
         sources: Iterable[Path] = (),
         workers: int | None = None,
+        project: Path | None = None,
     ) -> None:
         self.db_path = db_path
         self._site_specs = tuple(sites)
         self._sites: tuple[Path, ...] | None = None
         self.sources = tuple(sources)
+        self.project = project
         self.problems: list[str] = []
         self._closing = threading.Event()
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
@@ -125,6 +129,9 @@ class LibraryIndex:
     def installed(self) -> list[Installed]:
         """Every distribution of the configured folders, cheaply (no file read)."""
         found = [i for site in self.sites for i in scan_site(site)]
+        if self.project is not None:
+            project = str(self.project)
+            found = [i for i in found if i.base is None or not _inside(str(i.base), project)]
         return found + scan_sources(self.sources)
 
     def refresh(self, only: Iterable[str] | None = None) -> RefreshReport:

@@ -38,15 +38,19 @@ def db_path(project_dir: Path) -> Path:
     return project_dir / ".gbr" / DB_NAME
 
 
-def open_library(project_dir: Path, config: LibraryConfig) -> LibraryIndex:
+def open_library(
+    project_dir: Path, config: LibraryConfig, root: Path | None = None
+) -> LibraryIndex:
     """The index of `config`'s environments (default: the project's `.venv`,
-    else this interpreter) and source folders, relative to `project_dir`.
-    Nothing is read yet: environments are found at the first refresh."""
+    else this interpreter) and source folders, relative to `project_dir`;
+    an editable install of the project itself (sources under `root`, the
+    sandbox's folder) is left out. Nothing is read yet: environments are
+    found at the first refresh."""
 
     specs = config.environments if config.environments is not None else (None,)
     finders = [functools.partial(site_dirs, spec, project_dir) for spec in specs]
     sources = [project_dir / folder for folder in config.sources]
-    return LibraryIndex(db_path(project_dir), finders, sources)
+    return LibraryIndex(db_path(project_dir), finders, sources, project=root)
 
 
 def prelookup(index: LibraryIndex, text: str, max_tokens: int) -> Prelookup | None:

@@ -98,3 +98,19 @@ def test_an_environment_that_is_none_is_reported_and_the_rest_still_works(tmp_pa
         len(index.problems) == 1
         and "'no/such/venv' is not a virtual environment" in (index.problems[0])
     )
+
+
+def test_the_projects_own_editable_install_is_no_library(tmp_path):
+    project = tmp_path / "project"
+    (project / "mine").mkdir(parents=True)
+    (project / "mine" / "__init__.py").write_text("SECRET_PLAN = 'keep out'\n")
+    site = tmp_path / "site"
+    dist_info = write_dist(site, "mine", "0.1", {"__editable__.mine-0.1.pth": f"{project}\n"})
+    (dist_info / "direct_url.json").write_text(
+        f'{{"url": "file://{project}", "dir_info": {{"editable": true}}}}'
+    )
+    config = LibraryConfig(environments=(str(site),))
+    outside = open_library(tmp_path / "elsewhere", config)
+    assert outside.refresh().indexed == ["mine==0.1"]  # a library, seen from another project
+    inside = open_library(project, config, root=project)
+    assert inside.refresh().indexed == [] and inside.search("SECRET_PLAN") == []
