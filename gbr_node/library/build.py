@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from gbr_node.library.environments import Distribution
 from gbr_node.library.exports import is_private_path, public_paths
@@ -49,11 +50,11 @@ TEST_PARTS = frozenset({"tests", "test", "testsuite", "conftest"})
 VENDORED_PARTS = frozenset({"_vendor", "vendor", "vendored", "_vendored", "extern", "_extern"})
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One definition to index: `qualname` is the best path, `aliases` all of
     them (best first); `file` is relative to the distribution's base; `apart`
-    the words of its module's compound names (`json schema` for `jsonschema`)."""
+    the words of its module's compound names (`json schema` for `jsonschema`).
+    A named tuple, cheap to make and to send back from a worker process."""
 
     qualname: str
     aliases: tuple[str, ...]
