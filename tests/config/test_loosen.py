@@ -40,8 +40,8 @@ LOOSER = [
     ("root_moved_elsewhere", [('allowed_root = "src"', 'allowed_root = "docs"')],
      ["allowed_root is now {project}/docs (was {project}/src)"]),
     ("tools_enabled", [('enabled = ["read_file", "run_command"]', 'enabled = "*"')],
-     ["tools newly enabled: delete_path, edit_file, list_dir, move_path, search_text, "
-      "write_file"]),
+     ["tools newly enabled: delete_path, edit_file, list_dir, move_path, read_library, "
+      "search_library, search_text, write_file"]),
     ("hard_links_allowed", [("[tools]\n", "[tools]\nallow_hardlinks = true\n")],
      ["hard-linked files may be read"]),
     ("program_allowed", [("[peers.alice]", '[[tools.run_command.allow]]\nname = "make"\n'
