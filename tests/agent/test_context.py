@@ -107,7 +107,7 @@ def test_old_big_results_are_shortened_before_turns_are_left_out():
     for n in range(1, 4):
         add_turn(session, n, result=numbered(1, 100))
     session.append({"role": "user", "content": "now"})
-    context = ContextManager(Window(1024, "t"))
+    context = ContextManager(Window(1200, "t"))
     prepared = context.prepare(session, [])
     assert "shortened" in prepared.notice and "compacted" not in prepared.notice
     assert session.cut == 1 and prepared.fits
