@@ -38,13 +38,15 @@ from gbr_node.library.present import hits_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ClientSettings, ModelClient
 from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL
+from gbr_node.mcp.mounts import Mounts
+from gbr_node.mcp.toolset import NodeTools
 from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import notify_peer
 from gbr_node.repl.render import DIM, RESET, YELLOW
 from gbr_node.rpc.server import Limits
 from gbr_node.rpc.toolhost import Grant, Snapshot
-from gbr_node.tools.registry import Registry, build_registry
+from gbr_node.tools.registry import build_registry
 
 log = logging.getLogger("gbr_node")
 REDELIVERY_INTERVAL_S = 2.0
@@ -89,7 +91,12 @@ def reload_notice(previous_name: str, update: UpdateEnv) -> str:
 
 
 class Node:
-    """The rules in force (profile, sandbox, tool registry) and the parts built on them."""
+    """The rules in force (profile, sandbox, tools) and the parts built on them.
+
+    `tool_listeners` are called (on the event loop, synchronously) whenever the
+    node's own tools may have changed: a profile reload, a mounted MCP server
+    coming up or going down (`gbr-node mcp` tells its clients, GBR-MCP-01).
+    """
 
     def __init__(self, loaded: LoadedProfile) -> None:
         self.approvals = ApprovalLog(default_path(loaded.project_dir))
@@ -98,6 +105,8 @@ class Node:
         )
         self.undelivered: dict[str, list[Approval]] = {}
         self._rejected_here: set[int] = set()  # its /reject already said so
+        self.tool_listeners: list[Callable[[], None]] = []
+        self.mounts = Mounts(self.tools_changed, lambda text: self.notice(text))
         self.apply_profile(loaded)
         self.dispatcher = Dispatcher(lambda: self.registry)
         self.peers: PeerDirectory | None = None
@@ -113,22 +122,30 @@ class Node:
         self.library_wanted = trio.Event()
 
     def apply_profile(self, loaded: LoadedProfile) -> None:
-        """Put a validated profile in force for every call that starts from now on."""
-        self.loaded = loaded
-        self.sandbox = build_sandbox(loaded)
+        """Put a validated profile in force for every call that starts from now on;
+        mounted MCP servers whose table changed are restarted, new ones started."""
+        sandbox = build_sandbox(loaded)
         wanted = (loaded.project_dir, loaded.profile.library, loaded.root)
         if getattr(self, "_library_for", None) != wanted:
             if getattr(self, "_library_for", None) is not None:
                 self.library.close()  # a new [library]: the old index's refresh stops
             self._library_for = wanted
             self.library: LibraryIndex = open_library(*wanted)
-        self.registry: Registry = build_registry(
+        registry = build_registry(
             loaded.profile.tools,
-            self.sandbox,
+            sandbox,
             on_approval=self.desk.on_approval,
             extra=[self.desk.status_tool()],
             library=self.library,
         )
+        self.loaded, self.sandbox = loaded, sandbox
+        self.registry = NodeTools(registry, self.mounts)
+        self.mounts.apply(loaded.profile.mcp_servers, loaded.root)
+
+    def tools_changed(self) -> None:
+        """Tell every `tool_listeners` entry that the node's tools may have changed."""
+        for listener in list(self.tool_listeners):
+            listener()
 
     def confinement_notice(self) -> str | None:
         """The start line about commands (GBR-CONF-01): confined, unconfined and

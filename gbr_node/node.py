@@ -368,7 +368,9 @@ async def _close_clients(node: Node) -> None:
 
 
 async def _start_background(node: Node, nursery: trio.Nursery) -> None:
-    """Start hot reload (ADR-0012a) and the approval desk (EVD-AI-01) in `nursery`."""
+    """Start the mounted MCP servers (GBR-MCP-01), hot reload (ADR-0012a) and the
+    approval desk (EVD-AI-01) in `nursery`."""
+    await nursery.start(node.mounts.run)
     await nursery.start(node.desk.run)
     nursery.start_soon(node.redeliver_forever)
     nursery.start_soon(node.keep_library_current)

@@ -1,9 +1,9 @@
 """Tool dispatch for the agent: routes one tool call to the local registry or a peer.
 
 Every call ends in exactly one `ToolExecutionFeedback` sent to the agent's
-inbox, whatever happens (ADR-0012b): a local tool runs in a worker thread; a
-remote one (`ALIAS__TOOL`) goes to the `RemoteTools` the node provides. The
-agent itself never awaits a tool.
+inbox, whatever happens (ADR-0012b): a local tool runs in a worker thread, a
+mounted MCP server's (`NAME__TOOL`) on its connection; a peer's (`ALIAS__TOOL`)
+goes to the `RemoteTools` the node provides. The agent itself never awaits a tool.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ log = logging.getLogger("gbr_node.agent")
 
 
 class LocalTools(Protocol):
-    """What the dispatcher needs of a tool registry snapshot (`tools.registry.Registry`)."""
+    """What the dispatcher needs of the node's own tools (`mcp.toolset.NodeTools`)."""
 
     def specs(self) -> list[dict[str, Any]]: ...
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any: ...
+    def has(self, name: str) -> bool: ...
+
+    async def run(self, name: str, arguments: dict[str, Any]) -> Any: ...
 
 
 class RemoteTools(Protocol):
@@ -88,13 +90,15 @@ class Dispatcher:
         peer = None
         result: dict[str, Any] | None = None
         error: str | None = None
+        local = self._local()
         try:
-            if self.remote is not None and self.remote.handles(call.name):
+            remote = self.remote
+            if remote is not None and not local.has(call.name) and remote.handles(call.name):
                 if REMOTE_SEPARATOR in call.name:
                     peer = call.name.partition(REMOTE_SEPARATOR)[0]
-                result = await self.remote.call(call.name, call.arguments)
+                result = await remote.call(call.name, call.arguments)
             else:
-                result = (await self._local().run(call.name, call.arguments)).to_mcp()
+                result = (await local.run(call.name, call.arguments)).to_mcp()
         except GbrError as exc:
             error = str(exc)
         except Exception as exc:  # a bug in a tool must not take the node down

@@ -16,6 +16,7 @@ Shape (every key optional; defaults below):
     [local]      model (the embedded model to run when nothing else is configured)
     [node]       listen multiaddrs and RPC limits
     [peers.ALIAS] peer_id, addrs, tools
+    [mcp_servers.NAME] command (argv) and env, or url; tools; timeout_s
     [watch]      poll_interval_s
     [library]    environments, sources, prelookup, context_tokens
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gbr_node.sandbox.protected import glob_to_regex
 
@@ -56,6 +57,16 @@ PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,128}$"
 """A base58btc libp2p peer ID as `gbr-node id` prints it, e.g. 12D3KooW..."""
 ABSOLUTE_PATH = r"^(/|~/|~$)[^\x00]*$"
 """An absolute path, or one from the home folder (`~/...`), without NUL bytes."""
+MOUNT_SEPARATOR = "__"
+"""A mounted MCP server's tools are named `NAME__TOOL` (GBR-MCP-01); local tools never hold it."""
+MCP_SERVERS_GRANT = "mcp_servers"
+"""The grant word that, in a peer's `tools`, grants every mounted MCP server's tools."""
+MCP_SERVER_NAME = r"^[A-Za-z0-9]+([_-][A-Za-z0-9]+)*$"
+"""An `[mcp_servers.NAME]` name (at most 32 characters): letters and digits, single '_' or '-'
+between them (never "__", which separates NAME from TOOL, and which a tool name shortened to
+64 characters must keep: grants tell mounted tools by it)."""
+LOOPBACK_URL = r"^http://(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\])(:\d{1,5})?(/\S*)?$"
+"""A streamable-HTTP MCP endpoint on this machine, e.g. http://127.0.0.1:8000/mcp."""
 
 
 class _Frozen(BaseModel):
@@ -176,14 +187,57 @@ class NodeConfig(_Frozen):
 
 
 class TrustedPeer(_Frozen):
-    """`[peers.ALIAS]`: a trusted peer, where to dial it, and the tools it may call."""
+    """`[peers.ALIAS]`: a trusted peer, where to dial it, and the tools it may call.
+
+    `tools` lists tool names; `"*"` (alone or in the list) grants every local
+    tool, and `"mcp_servers"` every mounted MCP server's tool (`NAME__TOOL`).
+    A mounted server runs outside the sandbox with the person's rights, so
+    `"*"` alone never grants its tools (GBR-MCP-01): they must be named, or
+    granted with `"mcp_servers"`.
+    """
 
     peer_id: Annotated[str, Field(pattern=PEER_ID)]
     addrs: tuple[Annotated[str, Field(pattern=DIAL_MULTIADDR)], ...] = ()
     tools: tuple[str, ...] | Literal["*"] = ()
 
     def may_call(self, tool: str) -> bool:
-        """True when this peer is granted `tool`."""
+        """True when this peer is granted `tool` (a mounted one only by name or `mcp_servers`)."""
+        mounted = MOUNT_SEPARATOR in tool
+        if self.tools == "*":
+            return not mounted
+        if tool in self.tools:
+            return True
+        return (MCP_SERVERS_GRANT if mounted else "*") in self.tools
+
+
+class McpServerConfig(_Frozen):
+    """`[mcp_servers.NAME]`: an MCP server the node starts (or reaches) and offers as tools.
+
+    Either `command` (argv of a stdio server, started as the node's child in
+    `allowed_root`, with `env` added to a minimal environment) or `url` (a
+    streamable-HTTP server on loopback). `tools` picks which of its tools to
+    take (default all); `timeout_s` bounds one call (seconds). The server runs
+    with the person's rights, outside the sandbox (GBR-MCP-01).
+    """
+
+    command: (
+        Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1)] | None
+    ) = None
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}
+    url: Annotated[str, Field(pattern=LOOPBACK_URL)] | None = None
+    tools: tuple[Annotated[str, Field(min_length=1)], ...] | Literal["*"] = "*"
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a stdio server's argv) or url, not both")
+        if self.url is not None and self.env:
+            raise ValueError("env applies to a command the node starts, not to a url")
+        return self
+
+    def takes(self, tool: str) -> bool:
+        """True when the server's tool `tool` is to be offered (`tools` is "*" or names it)."""
         return self.tools == "*" or tool in self.tools
 
 
@@ -233,5 +287,19 @@ class Profile(_Frozen):
     local: LocalConfig = LocalConfig()
     node: NodeConfig = NodeConfig()
     peers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], TrustedPeer] = {}
+    mcp_servers: dict[
+        Annotated[str, Field(pattern=MCP_SERVER_NAME, max_length=32)], McpServerConfig
+    ] = {}
     watch: WatchConfig = WatchConfig()
     library: LibraryConfig = LibraryConfig()
+
+    @model_validator(mode="after")
+    def _mounts_apart_from_peers(self) -> Profile:
+        # Both are called NAME__TOOL: one name for both would make a call ambiguous.
+        shared = sorted(set(self.mcp_servers) & set(self.peers))
+        if shared:
+            raise ValueError(
+                f"{', '.join(shared)} is both an [mcp_servers] and a [peers] name; their tools "
+                "are both called NAME__TOOL, so rename one"
+            )
+        return self

@@ -30,7 +30,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from gbr_node.config.keylines import format_key, key_line
-from gbr_node.config.profile import DIAL_MULTIADDR, PEER_ID, TCP_MULTIADDR, Profile
+from gbr_node.config.profile import (
+    DIAL_MULTIADDR,
+    LOOPBACK_URL,
+    MCP_SERVER_NAME,
+    PEER_ID,
+    TCP_MULTIADDR,
+    Profile,
+)
 from gbr_node.errors import ProfileError
 
 if sys.version_info >= (3, 11):
@@ -49,6 +56,8 @@ _PATTERN_WORDS = {
     TCP_MULTIADDR: "a TCP multiaddr such as /ip4/127.0.0.1/tcp/4001",
     DIAL_MULTIADDR: "a TCP multiaddr such as /ip4/192.168.1.20/tcp/4001 (optionally /p2p/ID)",
     PEER_ID: "a peer ID as `gbr-node id` prints it (12D3KooW...)",
+    MCP_SERVER_NAME: "letters and digits, with single '_' or '-' between them (never '__')",
+    LOOPBACK_URL: "an http:// URL on this machine (127.x.x.x, localhost or [::1])",
 }
 _BOUNDS = {
     "greater_than": ("gt", "greater than"),

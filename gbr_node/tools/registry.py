@@ -90,6 +90,10 @@ class Registry:
         """Names of the tools, in registration order."""
         return list(self._tools)
 
+    def has(self, name: str) -> bool:
+        """True when tool `name` is here."""
+        return name in self._tools
+
     def specs(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """MCP `tools/list` items for all tools, or for those of `names` that
         exist here (names this registry lacks are skipped, so a peer's grant
