@@ -200,6 +200,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return trio.run(node.serve, _settings(args))
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the node's and its peers' tools to an MCP client on stdio: `gbr-node mcp`."""
+    import trio
+
+    from gbr_node import node
+
+    if args.max_result_tokens < 1:
+        print("gbr-node: --max-result-tokens must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    return trio.run(node.mcp_stdio, _settings(args), args.max_result_tokens)
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     """Call one tool on a peer: `gbr-node call TARGET TOOL [JSON-ARGS]` or `--list`."""
     import trio
@@ -263,6 +275,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve this node's tools to trusted peers (headless)")
     _listen_flag(p)
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser(
+        "mcp",
+        help="serve this node's and its peers' tools to an MCP client on stdin/stdout",
+        description="Started by an MCP client (Claude Code, Claude Desktop, Cursor, ...): "
+        "serves the active profile's tools, mounted MCP servers' NAME__TOOL and trusted "
+        "peers' ALIAS__TOOL over MCP on stdio. Example mcpServers entry: "
+        '{"gbr": {"command": "gbr-node", "args": ["--project", "/path/to/project", "mcp"]}}',
+    )
+    from gbr_node.mcp.results import DEFAULT_MAX_RESULT_TOKENS
+
+    p.add_argument(
+        "--max-result-tokens",
+        type=int,
+        default=DEFAULT_MAX_RESULT_TOKENS,
+        metavar="N",
+        help="cut a tool result at about N tokens (4 characters each), saying how to page "
+        "(default: 20000)",
+    )
+    p.set_defaults(func=cmd_mcp)
 
     p = sub.add_parser("call", help="call one tool on a peer and print the result")
     p.add_argument("target", metavar="PEER", help="/p2p/ multiaddr, peer ID, or [peers] alias")

@@ -4,6 +4,8 @@
   serving `/gbr/mcp/1.0.0` → model client → journaled session → agent → REPL.
 - `serve` (`gbr-node serve`): the same node without agent or REPL, serving
   its tools to trusted peers and logging one line per call.
+- `mcp_stdio` (`gbr-node mcp`): the same node's tools and its trusted peers'
+  for an MCP client on stdin/stdout (GBR-MCP-01); dials out, listens nowhere.
 - `call_once` (`gbr-node call`) and `identity` (`gbr-node id`).
 """
 
@@ -146,6 +148,48 @@ async def _closing(node: Node) -> AsyncIterator[None]:
         yield
     finally:
         node.library.close()
+
+
+async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
+    """`gbr-node mcp`: serve this node's and its trusted peers' tools to the MCP client
+    that started it, on stdin/stdout, until the client closes stdin (GBR-MCP-01).
+
+    Log records go to `.gbr/node.log` and to stderr (warnings and up, and the
+    node's notices); stdout carries nothing but JSON-RPC.
+    """
+    from gbr_node.mcp.server import McpStdioServer  # the MCP SDK, only for this command
+
+    loaded = load_profile(settings.project_dir, settings.env)
+    handler = setup_logging(settings.project_dir)
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setLevel(logging.WARNING)
+    to_stderr.setFormatter(logging.Formatter("gbr-node: %(message)s"))
+    logging.getLogger().addHandler(to_stderr)
+    node = Node(loaded)
+    node.notice = Renderer(sys.stderr, color=False).line
+    async with _host(node, settings, handler, _log_call, listen=()), _closing(node):
+        server = McpStdioServer(
+            lambda: node.registry,
+            node.peers,
+            node.tool_listeners,
+            instructions=_mcp_instructions(node.loaded),
+            max_result_tokens=max_result_tokens,
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
+            await _start_background(node, nursery)
+            await server.run()
+            nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
+def _mcp_instructions(loaded: LoadedProfile) -> str:
+    return (
+        f"gbr-node {__version__}, profile {loaded.name}, root {loaded.root}. Local tools act "
+        "inside that root only; a change to a protected file answers pending_approval with an "
+        "approval_id (ask approval_status later). ALIAS__TOOL runs on the trusted peer ALIAS, "
+        "NAME__TOOL on the mounted MCP server NAME."
+    )
 
 
 async def _stop_on_sigterm(scope: trio.CancelScope) -> None:

@@ -119,7 +119,8 @@ async def connect(
     """Start (or reach) server `name` and yield its `Connection`; stop it on exit.
 
     Raises OSError when the command cannot be started, ToolError when the
-    handshake fails, trio.TooSlowError when it takes over `config.timeout_s`.
+    handshake fails or takes over `config.timeout_s` seconds (possibly inside
+    an exception group: the SDK's task groups wrap what they raise).
     Leaving the block closes the server's stdin, then kills its process
     group if it has not exited within the SDK's grace period (about 2 s).
     """
@@ -139,11 +140,12 @@ async def connect(
             client_info=CLIENT_INFO,
             read_timeout_seconds=config.timeout_s,
         )
-        with trio.fail_after(config.timeout_s):
-            try:
-                await stack.enter_async_context(client)
-            except MCPError as exc:
-                raise ToolError(f"MCP server {name} failed its handshake: {exc.message}") from exc
+        # No cancel scope around this enter: the client's task groups outlive it. Its
+        # handshake is bounded by `read_timeout_seconds` instead.
+        try:
+            await stack.enter_async_context(client)
+        except MCPError as exc:
+            raise ToolError(f"MCP server {name} failed its handshake: {exc.message}") from exc
         yield Connection(name, client, lost)
 
 

@@ -255,8 +255,6 @@ def _describe(exc: BaseException) -> str:
     """A failure in plain words: the one leaf of nested exception groups, with its type."""
     while len(members := getattr(exc, "exceptions", ())) == 1:  # an exception group
         exc = members[0]
-    if isinstance(exc, trio.TooSlowError):
-        return "it did not finish its handshake in time"
     if isinstance(exc, FileNotFoundError):
         return f"its command was not found ({exc.filename or exc})"
     if isinstance(exc, ToolError):
