@@ -11,7 +11,7 @@ protocols/gbr-mcp-1.0.0.md.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -26,6 +26,7 @@ from gbr_node.errors import (
     LocalProtocolError,
     RpcError,
     SecurityViolation,
+    StreamBroken,
     ToolError,
     UnknownTool,
 )
@@ -46,11 +47,12 @@ from gbr_node.rpc.messages import (
     encode_message,
     error_response,
 )
-from gbr_node.rpc.stream import ByteStream, read_frame, write_frame
+from gbr_node.rpc.stream import RECEIVE_CHUNK, ByteStream, read_frame, write_frame
 
 log = logging.getLogger(__name__)
 
 GrantT = TypeVar("GrantT")
+T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _NODE_DEFAULTS = NodeConfig()
 
@@ -245,9 +247,12 @@ class RpcServer(Generic[GrantT]):
             grant = self.host.authorize(peer_id)
             if grant is None:
                 raise RpcError(codes.UNAUTHORIZED_PEER, "this node does not trust your peer ID")
-            return Response(id=message.id, result=await self._dispatch(message, grant, outcome))
+            result = await _unless_caller_leaves(stream, self._dispatch(message, grant, outcome))
+            return Response(id=message.id, result=result)
         except RpcError as exc:
             return error_response(message.id, exc.code, exc.message, exc.data)
+        except StreamBroken:
+            raise  # the caller left: no one to answer
         except Exception:
             log.exception("%s from %s failed", message.method, peer_id)
             return error_response(
@@ -321,6 +326,44 @@ class RpcServer(Generic[GrantT]):
                 self._on_call(record)
             except Exception:
                 log.exception("on_call observer failed")
+
+
+async def _unless_caller_leaves(stream: ByteStream, work: Awaitable[T]) -> T:
+    """Await `work`, cancelling it if the caller resets the stream or its connection dies.
+
+    A caller that gives up on a call (its own cancellation, a killed process)
+    resets the stream; the call is then cancelled at once rather than run to
+    its end for no one (GBR-MCP-01: an MCP client's `notifications/cancelled`
+    reaches the peer's tool). An end of stream (EOF) is not leaving: a caller
+    may close its sending side and still wait for the answer. Bytes after the
+    request are read and dropped (protocols/gbr-mcp-1.0.0.md, section 2).
+
+    Raises what `work` raises, or StreamBroken when the caller left.
+    """
+    outcome: list[T] = []
+    failure: list[Exception] = []
+
+    async def watch(scope: trio.CancelScope) -> None:
+        try:
+            while await stream.receive_some(RECEIVE_CHUNK):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError, GbrError):
+            scope.cancel()
+            return
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch, nursery.cancel_scope)
+        try:
+            outcome.append(await work)
+        except Exception as exc:  # raised below, outside the nursery (no exception group)
+            failure.append(exc)
+        nursery.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    if not outcome:
+        raise StreamBroken("the caller reset the stream before the answer; call cancelled")
+    return outcome[0]
 
 
 def _parse_params(model: type[ModelT], params: dict[str, Any] | list[Any] | None) -> ModelT:
