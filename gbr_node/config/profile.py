@@ -62,9 +62,10 @@ MOUNT_SEPARATOR = "__"
 MCP_SERVERS_GRANT = "mcp_servers"
 """The grant word that, in a peer's `tools`, grants every mounted MCP server's tools."""
 MCP_SERVER_NAME = r"^[A-Za-z0-9]+([_-][A-Za-z0-9]+)*$"
-"""An `[mcp_servers.NAME]` name (at most 32 characters): letters and digits, single '_' or '-'
+"""An `[mcp_servers.NAME]` name (at most `MCP_SERVER_NAME_MAX` characters): letters and digits, single '_' or '-'
 between them (never "__", which separates NAME from TOOL, and which a tool name shortened to
 64 characters must keep: grants tell mounted tools by it)."""
+MCP_SERVER_NAME_MAX = 32
 LOOPBACK_URL = r"^http://(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\])(:\d{1,5})?(/\S*)?$"
 """A streamable-HTTP MCP endpoint on this machine, e.g. http://127.0.0.1:8000/mcp."""
 
@@ -287,11 +288,19 @@ class Profile(_Frozen):
     local: LocalConfig = LocalConfig()
     node: NodeConfig = NodeConfig()
     peers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], TrustedPeer] = {}
-    mcp_servers: dict[
-        Annotated[str, Field(pattern=MCP_SERVER_NAME, max_length=32)], McpServerConfig
-    ] = {}
+    mcp_servers: dict[Annotated[str, Field(pattern=MCP_SERVER_NAME)], McpServerConfig] = {}
     watch: WatchConfig = WatchConfig()
     library: LibraryConfig = LibraryConfig()
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _short_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in value:
+            if len(name) > MCP_SERVER_NAME_MAX:
+                raise ValueError(
+                    f"[mcp_servers.{name}]: a name has at most {MCP_SERVER_NAME_MAX} characters"
+                )
+        return value
 
     @model_validator(mode="after")
     def _mounts_apart_from_peers(self) -> Profile:

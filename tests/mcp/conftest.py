@@ -1,0 +1,25 @@
+"""Fixtures for mounted MCP servers: the test server's command line, and real third-party ones."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def support_server_argv(marks: Path, *flags: str) -> tuple[str, ...]:
+    """argv of `tests/support/mcp_server.py` noting its marks in `marks`."""
+    return (sys.executable, str(REPO / "tests" / "support" / "mcp_server.py"), str(marks), *flags)
+
+
+def installed(script: str) -> str:
+    """The absolute path of a console script of this virtualenv (e.g. mcp-server-time)."""
+    path = BIN / script
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{script} is not installed: pip install -e '.[test]'")
+    return str(path)
