@@ -62,9 +62,9 @@ MOUNT_SEPARATOR = "__"
 MCP_SERVERS_GRANT = "mcp_servers"
 """The grant word that, in a peer's `tools`, grants every mounted MCP server's tools."""
 MCP_SERVER_NAME = r"^[A-Za-z0-9]+([_-][A-Za-z0-9]+)*$"
-"""An `[mcp_servers.NAME]` name (at most `MCP_SERVER_NAME_MAX` characters): letters and digits, single '_' or '-'
-between them (never "__", which separates NAME from TOOL, and which a tool name shortened to
-64 characters must keep: grants tell mounted tools by it)."""
+"""An `[mcp_servers.NAME]` name (at most `MCP_SERVER_NAME_MAX` characters): letters and
+digits, single '_' or '-' between them (never "__", which separates NAME from TOOL, and which
+a tool name shortened to 64 characters must keep: grants tell mounted tools by it)."""
 MCP_SERVER_NAME_MAX = 32
 LOOPBACK_URL = r"^http://(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\])(:\d{1,5})?(/\S*)?$"
 """A streamable-HTTP MCP endpoint on this machine, e.g. http://127.0.0.1:8000/mcp."""

@@ -8,21 +8,16 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import write_profile
 from tests.e2e.p2p_helpers import Identity, ServeProcess, gbr_call, write_serving_profile
-from tests.mcp.conftest import installed, support_server_argv
+from tests.mcp.conftest import alive, installed, support_server_argv, toml_array
 from tests.support.replies import text_reply, tool_call_reply
 
 pytestmark = pytest.mark.slow
 WAIT_S = 30
-
-
-def toml_array(items):
-    return "[" + ", ".join(f'"{item}"' for item in items) + "]"
 
 
 def git_repo(path):
@@ -35,16 +30,11 @@ def git_repo(path):
 
 def gone(pid, timeout_s=WAIT_S):
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        status = Path(f"/proc/{pid}/status")
-        if status.exists() and "\nState:\tZ" in status.read_text():
-            return True
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.05)
-    return False
+    return True
 
 
 class Bob:

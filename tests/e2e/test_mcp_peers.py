@@ -17,13 +17,9 @@ from tests.e2e.mcp_helpers import (
     write_mcp_profile,
 )
 from tests.e2e.p2p_helpers import Identity, ServeProcess, write_serving_profile
-from tests.mcp.conftest import support_server_argv
+from tests.mcp.conftest import support_server_argv, toml_array
 
 pytestmark = pytest.mark.slow
-
-
-def toml_array(items):
-    return "[" + ", ".join(f'"{item}"' for item in items) + "]"
 
 
 class Peers:

@@ -23,3 +23,18 @@ def installed(script: str) -> str:
     if not os.access(path, os.X_OK):
         pytest.fail(f"{script} is not installed: pip install -e '.[test]'")
     return str(path)
+
+
+def alive(pid: int) -> bool:
+    """True while process `pid` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "\nState:\tZ" in status.read_text())
+
+
+def toml_array(items) -> str:
+    """`items` as a TOML array of strings (paths here hold no quotes or backslashes)."""
+    return "[" + ", ".join(f'"{item}"' for item in items) + "]"

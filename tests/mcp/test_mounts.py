@@ -4,7 +4,6 @@ the third-party mcp-server-time from PyPI and tests/support/mcp_server.py (SDK-b
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ import trio
 from gbr_node.config.profile import McpServerConfig
 from gbr_node.errors import CallTimeout, ToolError, UnknownTool
 from gbr_node.mcp.mounts import Mounts
-from tests.mcp.conftest import installed, support_server_argv
+from tests.mcp.conftest import alive, installed, support_server_argv
 
 WAIT_S = 30
 
@@ -50,15 +49,6 @@ async def start(nursery: trio.Nursery, configs: dict[str, McpServerConfig], cwd:
     running.mounts.apply(configs, cwd)
     await nursery.start(running.mounts.run)
     return running
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return not (status.exists() and "\nState:\tZ" in status.read_text())
 
 
 async def test_a_third_party_server_is_mounted_and_its_tools_called_as_name__tool(tmp_path):
