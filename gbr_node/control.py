@@ -117,6 +117,8 @@ class Node:
         self.runtime: AgentRuntime | None = None
         self.watcher: ProfileWatcher | None = None
         self.notice: Callable[[str], None] = print
+        self.local_requester = "the agent"
+        """Who asks for local approvals, in notices ("the MCP client" in `gbr-node mcp`)."""
         self.color = False
         self.embedded = False  # the model is the embedded one (llm.local)
         self.library_wanted = trio.Event()
@@ -278,7 +280,8 @@ class Node:
     # -- approvals (EVD-AI-01, EVD-DEV-01/02) -------------------------------
 
     def _announce_approval(self, approval: Approval) -> None:
-        who = "the agent" if approval.requester == LOCAL else approval.requester_alias or "a peer"
+        local = self.local_requester
+        who = local if approval.requester == LOCAL else approval.requester_alias or "a peer"
         what = f"{approval.tool} {approval.path}"
         lines = [f"{YELLOW}approval #{approval.id} requested by {who}: {what}{RESET}"]
         diff = pending_diff(approval, self.sandbox)

@@ -167,6 +167,7 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
     logging.getLogger().addHandler(to_stderr)
     node = Node(loaded)
     node.notice = Renderer(sys.stderr, color=False).line
+    node.local_requester = "the MCP client"
     async with _host(node, settings, handler, _log_call, listen=()), _closing(node):
         server = McpStdioServer(
             lambda: node.registry,

@@ -191,6 +191,7 @@ class McpStdioServer:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
         except GbrError as exc:
             log.info("peer %s: %s failed: %s", alias, tool, exc)
+            self._peers_wanted.set()  # its grants may have changed: ask it again now
             return peer_failure(alias, tool, exc)
         return peer_result(alias, tool, result)
 

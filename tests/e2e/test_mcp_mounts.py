@@ -112,6 +112,23 @@ def test_star_alone_never_grants_a_mounted_servers_tools(tmp_path, bob_factory, 
         assert refused.returncode == 1 and "unknown tool" in refused.stderr
 
 
+def test_a_server_added_to_the_profile_while_serve_runs_is_mounted(tmp_path, bob_factory):
+    bob = bob_factory(["mcp_servers"], {})
+    time_server = toml_array([installed("mcp-server-time")])
+    write_serving_profile(
+        bob.root,
+        {"alice": (bob.alice.peer_id, ["mcp_servers"])},
+        extra=f"[mcp_servers.time]\ncommand = {time_server}\n",
+    )
+    bob.server.wait_line(r"profile default reloaded: .*mcp_servers", WAIT_S)
+    bob.wait_listed("time__get_current_time")
+    write_serving_profile(bob.root, {"alice": (bob.alice.peer_id, ["mcp_servers"])})
+    deadline = time.monotonic() + WAIT_S
+    while "time__" in bob.call("--list").stdout:
+        assert time.monotonic() < deadline, "the removed server's tools are still offered"
+        time.sleep(0.3)
+
+
 def test_serve_restarts_a_crashed_server_reports_it_and_stops_its_children(tmp_path, bob_factory):
     marks = tmp_path / "marks"
     bob = bob_factory(["mcp_servers"], {"t": support_server_argv(marks)})

@@ -7,12 +7,14 @@ import time
 
 import pytest
 import trio
+from mcp.client.subscriptions import listen
 
 from tests.e2e.mcp_helpers import (
     ERAS,
     WAIT_S,
     mcp_session,
     text_of,
+    tool_names,
     wait_for_tool,
     write_mcp_profile,
 )
@@ -38,11 +40,15 @@ class Peers:
         self.server = None
 
     def serve_bob(self, tools, node=""):
+        self.grant(tools, node)
+        self.server = ServeProcess(self.bob_root, self.tmp / "bob-home", self.bob)
+
+    def grant(self, tools, node=""):
+        """(Re)write bob's profile: alice granted `tools`, the test server mounted as `t`."""
         mounted = f"[mcp_servers.t]\ncommand = {toml_array(support_server_argv(self.marks))}\n"
         write_serving_profile(
             self.bob_root, {"alice": (self.alice.peer_id, tools)}, node=node, extra=mounted
         )
-        self.server = ServeProcess(self.bob_root, self.tmp / "bob-home", self.bob)
 
     def trust_bob(self, node=""):
         addr = self.server.addr.rsplit("/p2p/", 1)[0]
@@ -90,11 +96,16 @@ async def test_peer_errors_are_distinct_results_naming_the_peer(peers):
         slow = await session.call_tool("bob__t__wait", {"seconds": 20})
         assert kind_of(slow) == "timeout"
 
-        # bob takes back read_file (hot reload) after we listed it: refused
-        write_serving_profile(peers.bob_root, {"alice": (peers.alice.peer_id, ["t__wait"])})
-        peers.server.wait_line(r"profile default reloaded", WAIT_S)
-        refused = await session.call_tool("bob__read_file", {"path": "remote.txt"})
-        assert kind_of(refused) == "refused" and "unknown tool" in text_of(refused)
+        # bob takes back read_file (hot reload) after we listed it: refused, and the
+        # client hears that the list changed when gbr-node mcp asks bob again
+        async with listen(session, tools_list_changed=True) as subscription:
+            peers.grant(["t__wait"])
+            peers.server.wait_line(r"profile default reloaded", WAIT_S)
+            refused = await session.call_tool("bob__read_file", {"path": "remote.txt"})
+            assert kind_of(refused) == "refused" and "unknown tool" in text_of(refused)
+            with trio.fail_after(WAIT_S):
+                await subscription.__anext__()
+        assert "bob__read_file" not in await tool_names(session)
 
         peers.server.kill()
         gone = await session.call_tool("bob__t__wait", {"seconds": 1})

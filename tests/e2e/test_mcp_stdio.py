@@ -171,7 +171,7 @@ def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr_and_the_log(project,
             if "id" in message:
                 replies.append(json.loads(proc.stdout.readline()))  # a line is one JSON message
         deadline = time.monotonic() + 30  # the desk announces the approval within a poll
-        while not any("approval #1 requested" in line for line in stderr_lines):
+        while not any("approval #1 requested by the MCP client" in line for line in stderr_lines):
             assert time.monotonic() < deadline, stderr_lines
             time.sleep(0.05)
         proc.stdin.close()  # the client leaves
