@@ -19,8 +19,9 @@ this module adds is what the node serves:
   handler, which cancels a peer's call (its stream is reset) or a mounted
   server's (the SDK sends it `notifications/cancelled` in turn).
 
-stdout carries only JSON-RPC: `stdio_server` points fd 1 at stderr while it
-serves, so a stray print cannot corrupt the stream.
+stdout carries only JSON-RPC: while serving, fd 1 points at stderr (and fd 0
+at /dev/null), so a stray print cannot corrupt the stream; the wire itself is
+read and written on the event loop (`stdio.claimed_stdio`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from gbr_node import __version__
 from gbr_node.errors import GbrError, InvalidArguments, SecurityViolation, UnknownTool
 from gbr_node.mcp import names
 from gbr_node.mcp.results import DEFAULT_MAX_RESULT_TOKENS, capped, peer_failure, peer_result
+from gbr_node.mcp.stdio import claimed_stdio
 
 log = logging.getLogger("gbr_node.mcp")
 PEER_REFRESH_S = 15.0
@@ -119,11 +121,12 @@ class McpStdioServer:
             nursery.start_soon(self._announce_changes)
             if self._peers is not None:
                 nursery.start_soon(self._follow_peers)
-            async with stdio_server() as (read_stream, write_stream):
-                options = self.server.create_initialization_options(
-                    NotificationOptions(tools_changed=True)
-                )
-                await self.server.run(read_stream, write_stream, options)
+            options = self.server.create_initialization_options(
+                NotificationOptions(tools_changed=True)
+            )
+            with claimed_stdio() as pipes:
+                async with stdio_server(*(pipes or ())) as (read_stream, write_stream):
+                    await self.server.run(read_stream, write_stream, options)
             nursery.cancel_scope.cancel()
 
     def naming(self) -> names.Naming:

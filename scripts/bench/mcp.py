@@ -97,6 +97,27 @@ def _start_bob(work: Path, alice_id: str, bob_key: Path) -> tuple[subprocess.Pop
     raise RuntimeError(f"serve did not start: {log.read_text()[-2000:]}")
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds process `pid` used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _child_pid(*words: str) -> int:
+    """The process ID of this process's child whose command line holds all `words`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and all(w.encode() in argv for w in words):
+            return int(entry.name)
+    raise RuntimeError(f"no child process running {words}")
+
+
 async def _timed(runs: int, op: Callable[[], Awaitable[object]]) -> list[float]:
     samples = []
     for _ in range(runs):
@@ -106,7 +127,7 @@ async def _timed(runs: int, op: Callable[[], Awaitable[object]]) -> list[float]:
     return samples
 
 
-async def _measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]]:
+async def _measure(args: argparse.Namespace, work: Path) -> dict:
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     from gbr_node.config.loader import load_profile
@@ -127,6 +148,7 @@ async def _measure(args: argparse.Namespace, work: Path) -> dict[str, list[float
     )
     node = Node(load_profile(project))
     ms: dict[str, list[float]] = {key: [] for key in ("mcp", "local", "peer", "rpc", "floor")}
+    cpu: dict[str, dict[str, float]] = {}
     gbr_mcp = StdioServerParameters(
         command=sys.executable,
         args=["-m", "gbr_node", "--identity", str(alice_key), "mcp"],
@@ -176,9 +198,19 @@ async def _measure(args: argparse.Namespace, work: Path) -> dict[str, list[float
             ops["floor"] = sdk_floor
             for op in ops.values():  # warm-up
                 await _timed(ROUND, op)
+            pids = {"mcp": _child_pid("gbr_node", "mcp"), "floor": _child_pid("-c", FLOOR_SERVER)}
+            pids["serve"] = bob_proc.pid
+
+            def cpu_now() -> dict[str, float]:
+                return {"client": time.process_time()} | {k: _cpu_s(p) for k, p in pids.items()}
+
             for _ in range(max(args.runs // ROUND, 1)):
                 for key, op in ops.items():
+                    before = cpu_now()
                     ms[key] += await _timed(ROUND, op)
+                    spent = cpu.setdefault(key, dict.fromkeys(before, 0.0))
+                    for where, seconds in cpu_now().items():
+                        spent[where] += seconds - before[where]
         ms["cli"] = []
         for _ in range(args.cli_runs):
             start = time.perf_counter()
@@ -197,6 +229,8 @@ async def _measure(args: argparse.Namespace, work: Path) -> dict[str, list[float
         bob_proc.terminate()
         bob_proc.wait(timeout=10)
         node.approvals.close()
+    calls = max(args.runs // ROUND, 1) * ROUND
+    ms["cpu"] = {k: {w: v * 1000 / calls for w, v in d.items()} for k, d in cpu.items()}
     return ms
 
 
@@ -214,6 +248,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gbr-bench-mcp-") as tmp:
         ms = trio.run(_measure, args, Path(tmp))
     load_after = os.getloadavg()
+    cpu = ms.pop("cpu")
     median = {key: statistics.median(samples) for key, samples in ms.items()}
     print(
         f"loopback, 1 KiB read_file, {os.cpu_count()} CPUs; load average "
@@ -239,9 +274,17 @@ def main() -> None:
         f"{median['cli'] / median['peer']:.0f}x"
     )
     print(
-        f"of which the SDK's own stdio round trip (floor): {median['floor']:.2f} ms; "
-        f"gbr-node's share of the local hop: {local_hop - median['floor']:.2f} ms"
+        f"SDK floor (its default, thread-backed stdio server): {median['floor']:.2f} ms; "
+        f"local hop minus floor: {local_hop - median['floor']:.2f} ms"
     )
+    print("CPU per call (ms; far less sensitive than wall time to the machine's load):")
+    print(f"  {'measure':<12}{'client':>9}{'gbr-node mcp':>14}{'serve':>9}{'floor server':>14}")
+    for key in ("mcp", "peer", "rpc", "floor"):
+        row = cpu[key]
+        print(
+            f"  {key:<12}{row['client']:>9.3f}{row['mcp']:>14.3f}{row['serve']:>9.3f}"
+            f"{row['floor']:>14.3f}"
+        )
 
 
 if __name__ == "__main__":
