@@ -45,7 +45,8 @@ class MountedServer:
         name, config, cwd: the table and the folder it runs in (`allowed_root`).
         state: "starting", "up", "restarting" or "stopped".
         tools: the server's own tool specs (MCP dicts) that `config.tools` takes,
-            as last listed; kept while it restarts.
+            as last listed; kept while it restarts (also after a change of its
+            table, until the new process has listed its own).
         reason: why it is not up, in words ("" when up).
     """
 
@@ -181,17 +182,21 @@ class Mounts:
     def apply(self, configs: Mapping[str, McpServerConfig], cwd: Path) -> None:
         """Make the mounted servers those of `configs` (hot reload): start new ones,
         stop removed ones, restart those whose table (or folder) changed."""
+        replaced: dict[str, MountedServer] = {}
         for name, server in list(self.servers.items()):
             if name not in configs or (server.config, server.cwd) != (configs[name], cwd):
                 server.stop()
-                del self.servers[name]
+                replaced[name] = self.servers.pop(name)
         for name, config in configs.items():
-            if name not in self.servers:
-                self.servers[name] = MountedServer(
-                    name, config, cwd, self._changed, lambda text: self.notice(text)
-                )
-                if self._nursery is not None:
-                    self._nursery.start_soon(self._supervise, self.servers[name])
+            if name in self.servers:
+                continue
+            server = MountedServer(name, config, cwd, self._changed, lambda text: self.notice(text))
+            if name in replaced:  # its tools stay offered while the new one starts
+                server.tools = tuple(t for t in replaced[name].tools if config.takes(t["name"]))
+                server.reason = "restarting after a profile change"
+            self.servers[name] = server
+            if self._nursery is not None:
+                self._nursery.start_soon(self._supervise, server)
         self._changed()
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
