@@ -5,7 +5,8 @@ in its own task of `Mounts.run`'s nursery, so every server dies with the node:
 
 - a stdio server is the node's child (its stderr drained into the log); it is
   stopped when the node stops, when its table is removed, and restarted when
-  its table changes (hot reload, ADR-0012a: `apply` compares tables);
+  its table changes (hot reload, ADR-0012a: `apply` compares tables), the new
+  process started only once the old one is stopped;
 - a server that dies, or cannot start, is restarted with exponential backoff
   (`RESTART_BACKOFF_S`); its death is reported once (`notice`), and again only
   after it came back and died anew; its tools stay listed meanwhile, and a
@@ -65,6 +66,7 @@ class MountedServer:
         self.tools: tuple[dict[str, Any], ...] = ()
         self.reason = "starting"
         self.scope = trio.CancelScope()
+        self.ended = trio.Event()  # its task is over: the child is stopped
         self._on_change = on_change
         self._notice = notice
         self._connection: Any = None
@@ -196,7 +198,7 @@ class Mounts:
                 server.reason = "restarting after a profile change"
             self.servers[name] = server
             if self._nursery is not None:
-                self._nursery.start_soon(self._supervise, server)
+                self._nursery.start_soon(self._supervise, server, replaced.get(name))
         self._changed()
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
@@ -233,9 +235,16 @@ class Mounts:
             for s in self.servers.values()
         ]
 
-    async def _supervise(self, server: MountedServer) -> None:
-        with server.scope:
-            await server.run()
+    async def _supervise(self, server: MountedServer, after: MountedServer | None = None) -> None:
+        # A changed table's new process starts once the old one is stopped: never two
+        # copies of one server at once (a lock file or a port would make the new one fail).
+        try:
+            with server.scope:
+                if after is not None:
+                    await after.ended.wait()
+                await server.run()
+        finally:
+            server.ended.set()
 
     def _changed(self) -> None:
         candidates = [
