@@ -1,0 +1,100 @@
+"""Admission of inbound streams, for any protocol served one stream at a time (GBR-DOS-01).
+
+Two pieces that a server of `/gbr/mcp/1.0.0` uses, and that a server of
+another protocol over a `ByteStream` (`/gbr/chat/1.0.0`) can use the same way:
+
+- `PeerSlots`: how many streams each peer ID has being served, with a limit
+  checked before anything of the stream is read; a stream over the limit is
+  refused at once.
+- `unless_abandoned(stream, work)`: runs the work a request asked for while
+  watching its stream; when the stream breaks (the caller was killed, reset
+  the stream, or its connection dropped), the work is cancelled at once
+  instead of holding its slot, and its programs, until it ends by itself.
+
+Trust comes first: a server asks whether the peer is trusted before it takes
+a slot and before it reads a byte, so a stranger can make it hold nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import trio
+
+from gbr_node.errors import GbrError, StreamBroken
+from gbr_node.rpc.stream import RECEIVE_CHUNK, ByteStream
+
+__all__ = ["PeerSlots", "unless_abandoned"]
+
+ResultT = TypeVar("ResultT")
+
+
+class PeerSlots:
+    """Per-peer counts of streams being served, each peer capped separately."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, int] = {}
+
+    def held(self, peer_id: str) -> int:
+        """Slots `peer_id` holds right now."""
+        return self._held.get(peer_id, 0)
+
+    @contextmanager
+    def take(self, peer_id: str, limit: int) -> Iterator[bool]:
+        """Hold one slot of `peer_id` for the `with` block if it holds fewer than `limit`.
+
+        Yields True when the slot was taken (it is given back when the block
+        ends, however it ends), False when the peer is at its limit (nothing
+        is held). Never waits.
+        """
+        if self.held(peer_id) >= limit:
+            yield False
+            return
+        self._held[peer_id] = self.held(peer_id) + 1
+        try:
+            yield True
+        finally:
+            self._held[peer_id] -= 1
+            if not self._held[peer_id]:
+                del self._held[peer_id]
+
+
+async def unless_abandoned(stream: ByteStream, work: Callable[[], Awaitable[ResultT]]) -> ResultT:
+    """Return `await work()`, cancelling it if `stream` breaks meanwhile.
+
+    Call once the request has been read: the stream is read meanwhile, and
+    anything more the caller sends is discarded. End of stream is not
+    abandonment (a caller may close its sending side and wait for the answer);
+    a reset or a dropped connection is. Cancelling `work` is how a running
+    command learns to stop (its process group is killed, tools/process.py).
+
+    Raises:
+        StreamBroken: the stream broke before `work` finished; `work` was
+            cancelled and its result, if any, is lost.
+    """
+    broken: BaseException | None = None
+
+    async def watch(scope: trio.CancelScope) -> None:
+        nonlocal broken
+        try:
+            while await stream.receive_some(RECEIVE_CHUNK):
+                pass
+        except (GbrError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            broken = exc
+            scope.cancel()
+
+    failure: Exception | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch, nursery.cancel_scope)
+        try:
+            result = await work()
+        except Exception as exc:  # raised as is below, not inside an ExceptionGroup
+            failure = exc
+        nursery.cancel_scope.cancel()
+    if broken is not None:
+        raise StreamBroken(f"the caller went away: {broken}") from broken
+    if failure is not None:
+        raise failure
+    return result
