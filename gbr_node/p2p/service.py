@@ -1,21 +1,24 @@
 """`/gbr/mcp/1.0.0` over the libp2p host: serving our tools, and calling a peer's.
 
 Serving: every inbound stream of the protocol goes to `RpcServer`, which asks
-the `ProfileToolHost` whether the Noise-authenticated peer ID is trusted. An
-untrusted peer gets the JSON-RPC "unauthorized peer" error (nothing runs),
-then its connection is closed. Calling: one new stream per request
-(ADR-0012b), closed when the response is in.
+the `ProfileToolHost` whether the Noise-authenticated peer ID is trusted
+before it reads anything. An untrusted peer gets the JSON-RPC "unauthorized
+peer" error (nothing runs), then its connection is closed. Calling: one new
+stream per request (ADR-0012b), closed when the response is in, reset when
+the call is given up (so the peer stops it).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 from gbr_node.p2p.host import P2PHost
+from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc import client
 from gbr_node.rpc.messages import ToolInfo
 from gbr_node.rpc.server import CallRecord, Limits, RpcServer
@@ -81,10 +84,12 @@ async def call_tool(
     Returns the MCP result `{"content": [...], "isError": bool}`. Raises
     PeerUnreachable (dial, Noise, wrong peer ID, stream broken), CallTimeout
     (after `limits.call_timeout_s`), or an RpcError subclass the peer sent
-    (UnauthorizedPeer, InvalidParams for a tool not granted, ...).
+    (UnauthorizedPeer, InvalidParams for a tool not granted, ...). A call
+    given up before its answer (time limit, cancellation) resets the stream:
+    the peer cancels it and frees its slot.
     """
     stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
-    try:
+    async with _giving_up_resets(stream):
         result = await client.call_tool(
             stream,
             name,
@@ -92,9 +97,20 @@ async def call_tool(
             timeout_s=limits.call_timeout_s,
             max_message_bytes=limits.max_message_bytes,
         )
+    return result.model_dump(exclude_none=True)
+
+
+@asynccontextmanager
+async def _giving_up_resets(stream: Libp2pByteStream) -> AsyncIterator[None]:
+    """Close `stream` after the block; reset it if the block failed or was cancelled
+    (our time limit ran out, the caller gave up), so that the peer stops the call."""
+    try:
+        yield
+    except BaseException:
+        await stream.reset()
+        raise
     finally:
         await stream.aclose()
-    return result.model_dump(exclude_none=True)
 
 
 async def list_tools(
@@ -102,12 +118,10 @@ async def list_tools(
 ) -> list[ToolInfo]:
     """`tools/list` on `target`: the tools it grants us. Raises like `call_tool`."""
     stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
-    try:
+    async with _giving_up_resets(stream):
         return await client.list_tools(
             stream, timeout_s=limits.call_timeout_s, max_message_bytes=limits.max_message_bytes
         )
-    finally:
-        await stream.aclose()
 
 
 async def notify_peer(

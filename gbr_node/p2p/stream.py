@@ -13,7 +13,7 @@ from libp2p.abc import INetStream
 from libp2p.network.stream.exceptions import StreamEOF, StreamError
 
 from gbr_node.errors import StreamBroken
-from gbr_node.p2p.yamux_guard import discard_unread
+from gbr_node.p2p.yamux_guard import cancel_on_reset, discard_unread
 
 __all__ = ["DEFAULT_RECEIVE_BYTES", "Libp2pByteStream", "StreamBroken"]
 
@@ -93,6 +93,25 @@ class Libp2pByteStream:
             raise
         except StreamError as exc:
             raise StreamBroken(f"stream to peer {self.remote_peer_id} broke: {exc!r}") from exc
+
+    def cancel_on_break(self, scope: trio.CancelScope) -> None:
+        """Cancel `scope` when the peer resets this stream or the connection drops.
+
+        At once if that already happened; costs no task and reads nothing
+        (rpc/admission.py `unless_abandoned` uses it).
+        """
+        cancel_on_reset(self._stream.muxed_stream, scope)
+
+    async def reset(self) -> None:
+        """Reset the stream (the peer sees it broken, not ended); idempotent, never raises.
+
+        What a caller does when it gives up on an answer, so that the other
+        end stops working for it.
+        """
+        self._closed = True
+        discard_unread(self._stream.muxed_stream)
+        with trio.CancelScope(shield=True):
+            await self._reset_quietly()
 
     async def aclose(self) -> None:
         """Close the stream: the peer reads end-of-stream after what was sent.

@@ -1,6 +1,6 @@
 """Yamux in py-libp2p 0.8.1 made safe against cancelled writes and unbounded buffering.
 
-Three patches of `libp2p.stream_muxer.yamux.yamux`, installed process-wide by
+Four patches of `libp2p.stream_muxer.yamux.yamux`, installed process-wide by
 `install()` (gbr_node.p2p.host calls it at import), each a candidate for upstream:
 
 1. A frame is written whole or not at all. `Yamux._write_frame` hands each
@@ -32,6 +32,14 @@ Three patches of `libp2p.stream_muxer.yamux.yamux`, installed process-wide by
    after a local reset nobody can read it. `discard_unread()` does the same
    for a stream whose reader has finished (Libp2pByteStream.aclose).
    Suggested upstream change: drop the buffer in `YamuxStream.reset`.
+
+4. A stream can say when it is reset, without a task reading it:
+   `cancel_on_reset(stream, scope)` cancels `scope` once the peer resets the
+   stream, or the stream is reset here, which the swarm does to every stream
+   of a connection that closed or dropped. The hooks sit where the library
+   finalizes a stream the peer reset (`_finalize_stream_locked`) and in
+   `YamuxStream.reset`.
+   Suggested upstream change: a reset callback or event on `YamuxStream`.
 """
 
 from __future__ import annotations
@@ -43,7 +51,13 @@ import trio
 from libp2p.network.connection.exceptions import RawConnError
 from libp2p.stream_muxer.yamux.yamux import Yamux, YamuxStream
 
-__all__ = ["FRAME_WRITE_LIMIT_S", "ReceiveBudgetExceeded", "discard_unread", "install"]
+__all__ = [
+    "FRAME_WRITE_LIMIT_S",
+    "ReceiveBudgetExceeded",
+    "cancel_on_reset",
+    "discard_unread",
+    "install",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +66,7 @@ FRAME_WRITE_LIMIT_S = 10.0
 
 _stock_read_data_body = Yamux._read_data_body
 _stock_reset = YamuxStream.reset
+_stock_finalize_stream_locked = Yamux._finalize_stream_locked
 
 
 class ReceiveBudgetExceeded(trio.TooSlowError):
@@ -66,13 +81,15 @@ class ReceiveBudgetExceeded(trio.TooSlowError):
 async def _write_frame_whole(self: Yamux, data: bytes) -> None:
     """Write one frame under the write lock, shielded: whole, or the connection closes."""
     async with self._write_lock:
-        with trio.CancelScope(shield=True):
-            with trio.move_on_after(FRAME_WRITE_LIMIT_S) as stalled:
-                await self.secured_conn.write(data)
-            if stalled.cancelled_caught:
-                log.info("closing the connection to %s: a write stalled", self.peer_id)
+        deadline = trio.current_time() + FRAME_WRITE_LIMIT_S
+        # its own deadline still applies: a shield only keeps outer cancellations out
+        with trio.CancelScope(shield=True, deadline=deadline) as write:
+            await self.secured_conn.write(data)
+        if write.cancelled_caught:
+            log.info("closing the connection to %s: a write stalled", self.peer_id)
+            with trio.CancelScope(shield=True):
                 await _close_quietly(self.secured_conn)
-                raise RawConnError(f"a write to {self.peer_id} stalled for {FRAME_WRITE_LIMIT_S} s")
+            raise RawConnError(f"a write to {self.peer_id} stalled for {FRAME_WRITE_LIMIT_S} s")
     await trio.lowlevel.checkpoint()
 
 
@@ -107,6 +124,32 @@ def discard_unread(stream: Any) -> None:
 async def _reset_and_discard(self: YamuxStream) -> None:
     await _stock_reset(self)
     discard_unread(self)
+    _signal_reset(self)  # the swarm resets every stream of a connection that closed
+
+
+def cancel_on_reset(stream: Any, scope: trio.CancelScope) -> None:
+    """Cancel `scope` when Yamux `stream` is reset (by the peer, or its connection drops).
+
+    At once if that already happened. A no-op for other muxers. Cancelling a
+    scope that has exited does nothing, so nothing needs undoing.
+    """
+    if not isinstance(stream, YamuxStream):
+        return
+    if stream.reset_received or stream.conn.event_shutting_down.is_set():
+        scope.cancel()
+        return
+    stream.__dict__.setdefault("_gbr_reset_scopes", []).append(scope)
+
+
+def _signal_reset(stream: YamuxStream) -> None:
+    for scope in stream.__dict__.pop("_gbr_reset_scopes", ()):
+        scope.cancel()
+
+
+def _finalize_stream_and_signal(self: Yamux, stream: YamuxStream, *, fully_closed: bool) -> None:
+    if stream.reset_received:  # the peer's RST
+        _signal_reset(stream)
+    _stock_finalize_stream_locked(self, stream, fully_closed=fully_closed)
 
 
 async def _close_quietly(closer: Any) -> None:
@@ -120,4 +163,5 @@ def install() -> None:
     """Patch `Yamux` and `YamuxStream` process-wide (idempotent)."""
     Yamux._write_frame = _write_frame_whole
     Yamux._read_data_body = _read_data_body_within_budget
+    Yamux._finalize_stream_locked = _finalize_stream_and_signal
     YamuxStream.reset = _reset_and_discard

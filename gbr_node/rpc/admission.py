@@ -10,6 +10,7 @@ another protocol over a `ByteStream` (`/gbr/chat/1.0.0`) can use the same way:
   watching its stream; when the stream breaks (the caller was killed, reset
   the stream, or its connection dropped), the work is cancelled at once
   instead of holding its slot, and its programs, until it ends by itself.
+  A stream that signals its own break (`cancel_on_break`) costs no task.
 
 Trust comes first: a server asks whether the peer is trusted before it takes
 a slot and before it reads a byte, so a stranger can make it hold nothing.
@@ -64,16 +65,29 @@ class PeerSlots:
 async def unless_abandoned(stream: ByteStream, work: Callable[[], Awaitable[ResultT]]) -> ResultT:
     """Return `await work()`, cancelling it if `stream` breaks meanwhile.
 
-    Call once the request has been read: the stream is read meanwhile, and
-    anything more the caller sends is discarded. End of stream is not
-    abandonment (a caller may close its sending side and wait for the answer);
-    a reset or a dropped connection is. Cancelling `work` is how a running
-    command learns to stop (its process group is killed, tools/process.py).
+    Call once the request has been read. End of stream is not abandonment (a
+    caller may close its sending side and wait for the answer); a reset or a
+    dropped connection is. Cancelling `work` is how a running command learns
+    to stop (its process group is killed, tools/process.py).
+
+    A stream with `cancel_on_break(scope)` (the libp2p adapter) says itself
+    when it breaks; any other stream is read meanwhile by a second task, and
+    whatever more the caller sends is discarded.
 
     Raises:
         StreamBroken: the stream broke before `work` finished; `work` was
             cancelled and its result, if any, is lost.
     """
+    cancel_on_break = getattr(stream, "cancel_on_break", None)
+    if cancel_on_break is None:
+        return await _reading_meanwhile(stream, work)
+    with trio.CancelScope() as scope:
+        cancel_on_break(scope)
+        return await work()
+    raise StreamBroken("the caller went away: its stream was reset")
+
+
+async def _reading_meanwhile(stream: ByteStream, work: Callable[[], Awaitable[ResultT]]) -> ResultT:
     broken: BaseException | None = None
 
     async def watch(scope: trio.CancelScope) -> None:

@@ -244,7 +244,7 @@ async def _measure(args: argparse.Namespace, work: Path) -> tuple[dict, dict, di
     # patches Yamux and multistream-select (yamux_window.py, yamux_guard.py, multistream_limit.py)
     from gbr_node.p2p.host import open_host
 
-    ours = [getattr(owner, name) for owner, name in patched]
+    our_patches = [getattr(owner, name) for owner, name in patched]
 
     @contextlib.contextmanager
     def as_shipped():
@@ -254,7 +254,7 @@ async def _measure(args: argparse.Namespace, work: Path) -> tuple[dict, dict, di
         try:
             yield
         finally:
-            for (owner, name), value in zip(patched, ours, strict=True):
+            for (owner, name), value in zip(patched, our_patches, strict=True):
                 setattr(owner, name, value)
 
     from gbr_node.p2p.identity import load_or_create_identity, peer_id_of

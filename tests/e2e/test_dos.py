@@ -380,9 +380,9 @@ def _pid(peer_id: str):
 
 
 async def _cancel_big_writes(host: P2PHost, served: Served, limits: Limits, rounds: int) -> int:
-    """The caller sends 1 MiB write_file requests and gives up on each at another point."""
+    """The caller sends 512 KiB write_file requests and gives up on each at another point."""
     cancelled = 0
-    content = "w" * MIB
+    content = "w" * (MIB // 2)
     for n in range(rounds):
         with trio.move_on_after(0.004 * (n % 60)) as scope:
             with contextlib.suppress(Exception):
