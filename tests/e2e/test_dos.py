@@ -2,7 +2,7 @@
 
 Every test runs real `gbr-node serve` processes and attacks them from this
 process, with py-libp2p parts driven by hand or with raw sockets
-(tests/e2e/attackers.py), while a trusted peer (alice) calls it. Each class of
+(tests/support/attackers.py), while a trusted peer (alice) calls it. Each class of
 attack is a table of variants: what must hold is the same for all of them.
 """
 
@@ -13,7 +13,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +26,6 @@ from gbr_node.p2p.service import call_tool
 from gbr_node.rpc.codes import InvalidParams, PeerCallTimeout
 from gbr_node.rpc.framing import encode_frame, encode_varint
 from gbr_node.rpc.server import Limits
-from tests.e2e.attackers import Intruder, hold_silent_sockets, intrude, tcp_port
 from tests.e2e.p2p_helpers import (
     Identity,
     ServeProcess,
@@ -34,6 +33,16 @@ from tests.e2e.p2p_helpers import (
     gbr_call,
     start_call,
     write_serving_profile,
+)
+from tests.support.attackers import (
+    MEMORY_ATTACKS,
+    SILENT_SOURCES,
+    Crowd,
+    Intruder,
+    as_stranger,
+    hold_silent_sockets,
+    intrude,
+    tcp_port,
 )
 
 pytestmark = [
@@ -111,62 +120,16 @@ async def _read_notes(served: Served) -> None:
     assert "line two" in done.stdout
 
 
-async def _attack(addr: str, attack: Callable[[Intruder], Awaitable[None]]) -> None:
-    """Run `attack` on a connection of a fresh identity; the node may cut it at any point."""
-    with contextlib.suppress(Exception):
-        async with intrude(addr) as intruder:
-            await attack(intruder)
-
-
 # --- memory: nothing is buffered for a peer before its trust is decided ----------------
 
 
-async def _big_prefixes(intruder: Intruder) -> None:
-    """16 streams, each a 4 MiB length prefix and most of the body, at the window's pace."""
-
-    async def one() -> None:
-        stream = await intruder.open_stream()
-        await stream.write(encode_varint(4 * MIB))
-        for _ in range(63):
-            await stream.write(b"x" * 65536)
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(16):
-            nursery.start_soon(one)
-
-
-async def _past_the_window(intruder: Intruder) -> None:
-    """4 streams, each a 4 MiB prefix then 32 MiB of DATA frames that ignore the window."""
-
-    async def one() -> None:
-        stream = await intruder.open_stream()
-        await stream.write(encode_varint(4 * MIB))
-        await intruder.write_past_window(stream, b"y" * (32 * MIB))
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(4):
-            nursery.start_soon(one)
-
-
-async def _stream_flood(intruder: Intruder) -> None:
-    """2,000 streams opened by SYN frames that each carry 64 KiB, never negotiated."""
-    await intruder.open_raw_streams(2000, encode_varint(2**30) + b"z" * 65536)
-
-
-MEMORY_FLOODS = {
-    "4 MiB prefixes at the window's pace": _big_prefixes,
-    "DATA frames past the Yamux window": _past_the_window,
-    "thousands of streams carrying data": _stream_flood,
-}
-
-
-@pytest.mark.parametrize("flood", MEMORY_FLOODS)
+@pytest.mark.parametrize("flood", MEMORY_ATTACKS)
 async def test_a_memory_flood_from_fresh_identities_keeps_the_nodes_memory_bounded(served, flood):
     before, _ = served.rss()
     with trio.move_on_after(FLOOD_S):
         async with trio.open_nursery() as nursery:
             for _ in range(IDENTITIES):
-                nursery.start_soon(_attack, served.server.addr, MEMORY_FLOODS[flood])
+                nursery.start_soon(as_stranger, served.server.addr, MEMORY_ATTACKS[flood])
     after, peak = served.rss()
     print(
         f"\n{flood}: serve RSS {before / MIB:.0f} MiB before, peak {peak / MIB:.0f} MiB "
@@ -230,41 +193,21 @@ async def test_an_untrusted_connection_is_dropped_within_seconds_of_its_handshak
 
 async def test_300_untrusted_connections_never_lock_a_trusted_peer_out(served):
     """Fresh identities keep 300 connections open (reconnecting when dropped)."""
-    attempts = handshakes = 0
-
-    async def stay_connected() -> None:
-        nonlocal attempts, handshakes
-        while True:
-            attempts += 1
-            try:
-                async with intrude(served.server.addr) as intruder:
-                    handshakes += 1
-                    await intruder.wait_closed()
-            except Exception:
-                await trio.sleep(0.05)
-
+    crowd = Crowd(served.server.addr, 300)
     async with trio.open_nursery() as nursery:
-        for _ in range(300):
-            nursery.start_soon(stay_connected)
+        nursery.start_soon(crowd.run)
         with trio.fail_after(60):
-            while attempts < 400:  # every one has tried, and some again
+            while crowd.attempts < 400:  # every one has tried, and some again
                 await trio.sleep(0.1)
         for _ in range(2):
             await _read_notes(served)
         nursery.cancel_scope.cancel()
-    print(f"\n{handshakes} untrusted handshakes of {attempts} attempts during the test")
+    print(f"\n{crowd.handshakes} untrusted handshakes of {crowd.attempts} attempts")
 
 
-RAW_FLOODS = {
-    "300 sockets from another address": (["127.0.0.2"], 300),
-    "300 sockets from the trusted peer's own address": (["127.0.0.1"], 300),
-    "8 sockets from each of 40 addresses": ([f"127.0.1.{n}" for n in range(1, 41)], 8),
-}
-
-
-@pytest.mark.parametrize("flood", RAW_FLOODS)
+@pytest.mark.parametrize("flood", SILENT_SOURCES)
 async def test_a_trusted_peer_gets_in_while_silent_tcp_sockets_flood_the_node(served, flood):
-    sources, per_source = RAW_FLOODS[flood]
+    sources, per_source = SILENT_SOURCES[flood]
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hold_silent_sockets, tcp_port(served.server.addr), sources, per_source)
         await trio.sleep(2)  # the flood is in place

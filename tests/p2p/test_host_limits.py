@@ -1,7 +1,7 @@
 """Inbound connection limits of a host on 127.0.0.1, in-process (GBR-DOS-01, issue 13).
 
 The serving host runs here; attackers are py-libp2p parts driven by hand
-(tests/e2e/attackers.py) or raw sockets. The e2e twin of these tests,
+(tests/support/attackers.py) or raw sockets. The e2e twin of these tests,
 against `gbr-node serve` processes, is tests/e2e/test_dos.py.
 """
 
@@ -20,7 +20,7 @@ from gbr_node.p2p.admission import ConnectionLimits
 from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc.framing import encode_varint
-from tests.e2e.attackers import intrude, tcp_port
+from tests.support.attackers import intrude, tcp_port
 
 from .helpers import ECHO, echo_round_trip, running_host
 

@@ -1,17 +1,22 @@
-"""Attacking clients for the resource-exhaustion tests (GBR-DOS-01).
+"""Attacking clients for the resource-exhaustion tests and benchmark (GBR-DOS-01).
 
 Stock py-libp2p parts driven by hand, with no host around them: a TCP dial,
 the Noise handshake, Yamux, multistream-select; plus raw sockets. Each
 `Intruder` is one connection under a fresh (or given) Ed25519 identity, so
 an attack can cost nothing but key generation, as it would for a real one.
 Frames can be written past the Yamux flow-control window on purpose.
+
+`FLOODS` names each class of attack as a coroutine function of the target's
+`/ip4/.../tcp/N/p2p/ID` that runs until cancelled (tests/e2e/test_dos.py,
+scripts/bench/flood.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import multiaddr
@@ -38,7 +43,10 @@ from libp2p.stream_muxer.yamux.yamux import (
 from libp2p.transport.tcp.tcp import TCP
 from libp2p.transport.upgrader import TransportUpgrader
 
+from gbr_node.rpc.framing import encode_varint
+
 MCP = "/gbr/mcp/1.0.0"
+MIB = 1024 * 1024
 
 
 class Intruder:
@@ -166,3 +174,116 @@ async def hold_silent_sockets(port: int, sources: list[str], per_source: int) ->
         for source in sources:
             for _ in range(per_source):
                 nursery.start_soon(hold, source)
+
+
+# --- attacks ---------------------------------------------------------------------------------
+
+Attack = Callable[[Intruder], Awaitable[None]]
+
+
+async def as_stranger(addr: str, attack: Attack) -> None:
+    """Run `attack` on a connection of a fresh identity; the node may cut it at any point."""
+    with contextlib.suppress(Exception):
+        async with intrude(addr) as intruder:
+            await attack(intruder)
+
+
+async def big_prefixes(intruder: Intruder) -> None:
+    """16 streams, each a 4 MiB length prefix and most of the body, at the window's pace."""
+
+    async def one() -> None:
+        stream = await intruder.open_stream()
+        await stream.write(encode_varint(4 * MIB))
+        for _ in range(63):
+            await stream.write(b"x" * 65536)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(16):
+            nursery.start_soon(one)
+
+
+async def past_the_window(intruder: Intruder) -> None:
+    """4 streams, each a 4 MiB prefix then 32 MiB of DATA frames that ignore the window."""
+
+    async def one() -> None:
+        stream = await intruder.open_stream()
+        await stream.write(encode_varint(4 * MIB))
+        await intruder.write_past_window(stream, b"y" * (32 * MIB))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(4):
+            nursery.start_soon(one)
+
+
+async def stream_flood(intruder: Intruder) -> None:
+    """2,000 streams opened by SYN frames that each carry 64 KiB, never negotiated."""
+    await intruder.open_raw_streams(2000, encode_varint(2**30) + b"z" * 65536)
+
+
+MEMORY_ATTACKS: dict[str, Attack] = {
+    "4 MiB prefixes at the window's pace": big_prefixes,
+    "DATA frames past the Yamux window": past_the_window,
+    "thousands of streams carrying data": stream_flood,
+}
+
+
+async def strangers(addr: str, attack: Attack, identities: int = 8) -> None:
+    """`identities` fresh identities at a time run `attack`, each replaced when it ends."""
+
+    async def one() -> None:
+        while True:
+            await as_stranger(addr, attack)
+            await trio.sleep(0.05)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(identities):
+            nursery.start_soon(one)
+
+
+class Crowd:
+    """`count` untrusted identities that stay connected, reconnecting whenever dropped."""
+
+    def __init__(self, addr: str, count: int) -> None:
+        self.addr = addr
+        self.count = count
+        self.attempts = 0
+        self.handshakes = 0
+
+    async def run(self) -> None:
+        """Until cancelled."""
+
+        async def stay() -> None:
+            while True:
+                self.attempts += 1
+                try:
+                    async with intrude(self.addr) as intruder:
+                        self.handshakes += 1
+                        await intruder.wait_closed()
+                except Exception:
+                    await trio.sleep(0.05)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(self.count):
+                nursery.start_soon(stay)
+
+
+SILENT_SOURCES = {
+    "300 sockets from another address": (["127.0.0.2"], 300),
+    "300 sockets from the trusted peer's own address": (["127.0.0.1"], 300),
+    "8 sockets from each of 40 addresses": ([f"127.0.1.{n}" for n in range(1, 41)], 8),
+}
+
+
+def _memory_flood(attack: Attack) -> Callable[[str], Awaitable[None]]:
+    return lambda addr: strangers(addr, attack)
+
+
+def _silent_flood(sources: list[str], per_source: int) -> Callable[[str], Awaitable[None]]:
+    return lambda addr: hold_silent_sockets(tcp_port(addr), sources, per_source)
+
+
+FLOODS: dict[str, Callable[[str], Awaitable[None]]] = {
+    **{name: _memory_flood(attack) for name, attack in MEMORY_ATTACKS.items()},
+    "300 idle untrusted connections": lambda addr: Crowd(addr, 300).run(),
+    **{f"silent TCP, {name}": _silent_flood(*spec) for name, spec in SILENT_SOURCES.items()},
+}
