@@ -31,6 +31,7 @@ from tests.e2e.p2p_helpers import (
     ServeProcess,
     children_running,
     gbr_call,
+    is_running,
     start_call,
     write_serving_profile,
 )
@@ -282,7 +283,7 @@ async def test_a_caller_that_goes_away_frees_its_slot_and_its_command_within_a_s
             sleepers = _sleepers(served)
             went = trio.current_time()
             await CALLERS_GONE[gone](caller)
-            while any(Path(f"/proc/{pid}").exists() and _running(pid) for pid in sleepers):
+            while any(is_running(pid) for pid in sleepers):
                 if trio.current_time() - went > 10:
                     break
                 await trio.sleep(0.01)
@@ -299,14 +300,6 @@ async def test_a_caller_that_goes_away_frees_its_slot_and_its_command_within_a_s
         for pid in _sleepers(served):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 # --- encrypted connections: a cancelled write ends a stream, never the connection ---------

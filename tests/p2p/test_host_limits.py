@@ -20,7 +20,7 @@ from gbr_node.p2p.admission import ConnectionLimits
 from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc.framing import encode_varint
-from tests.support.attackers import intrude, tcp_port
+from tests.support.attackers import intrude, silent_socket, tcp_port
 
 from .helpers import ECHO, echo_round_trip, running_host
 
@@ -171,3 +171,37 @@ def _connection(client: P2PHost, server: P2PHost) -> object:
     live = [c for c in conns if not c.is_closed]
     assert len(live) == 1
     return live[0]
+
+
+async def test_a_silent_socket_is_closed_when_the_handshake_time_limit_runs_out():
+    limits = ConnectionLimits(handshake_timeout_s=0.5)
+    async with running_host(limits=limits) as server:
+        sock = await silent_socket(tcp_port(server.addrs[0]), "127.0.0.1")
+        started = trio.current_time()
+        with trio.fail_after(5), sock:
+            while await sock.recv(4096):
+                pass
+        assert trio.current_time() - started < 3
+
+
+@pytest.mark.parametrize(
+    ("sources", "expected"),
+    [(["127.0.0.2"], 4), (["127.0.0.2", "127.0.0.3", "127.0.0.4"], 6)],
+    ids=["one address: per-address bound", "three addresses: total bound"],
+)
+async def test_handshakes_are_bounded_per_address_and_in_total(sources, expected):
+    limits = ConnectionLimits(max_handshakes=6, max_handshakes_per_address=4)
+    async with running_host(limits=limits) as server:
+        port = tcp_port(server.addrs[0])
+        socks = [await silent_socket(port, source) for source in sources for _ in range(10)]
+        try:
+            with trio.fail_after(5):
+                while server._swarm.admission_statistics()[0] != expected:
+                    await trio.sleep(0.02)
+            await trio.sleep(0.3)
+            assert server._swarm.admission_statistics()[0] == expected
+            async with running_host(()) as client:  # a speaking peer still gets in
+                assert await echo_round_trip(client, server.addrs[0], b"in") == b"in"
+        finally:
+            for sock in socks:
+                sock.close()
