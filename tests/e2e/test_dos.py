@@ -193,12 +193,14 @@ async def test_an_untrusted_connection_is_dropped_within_seconds_of_its_handshak
 
 
 async def test_300_untrusted_connections_never_lock_a_trusted_peer_out(served):
-    """Fresh identities keep 300 connections open (reconnecting when dropped)."""
+    """Fresh identities from 30 addresses keep 300 connections open (reconnecting
+    when dropped); py-libp2p alone admits 250 inbound connections in all."""
     crowd = Crowd(served.server.addr, 300)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(crowd.run)
-        with trio.fail_after(60):
-            while crowd.attempts < 400:  # every one has tried, and some again
+        with trio.move_on_after(30):
+            # past py-libp2p's 250; or, where that holds, each has tried and some again
+            while crowd.handshakes < 300 and crowd.attempts < 400:
                 await trio.sleep(0.1)
         for _ in range(2):
             await _read_notes(served)

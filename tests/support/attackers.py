@@ -106,9 +106,12 @@ class Intruder:
 
 
 @asynccontextmanager
-async def intrude(addr: str, keypair: KeyPair | None = None) -> AsyncIterator[Intruder]:
+async def intrude(
+    addr: str, keypair: KeyPair | None = None, source: str | None = None
+) -> AsyncIterator[Intruder]:
     """Dial `addr` (`/ip4/.../tcp/N/p2p/ID`), run Noise and Yamux as a fresh identity.
 
+    `source` is the local address to dial from (any 127.x.y.z on loopback).
     The connection runs in a nursery of its own and is closed on exit. Raises
     whatever the dial or the handshake raises (the node may refuse us).
     """
@@ -119,7 +122,8 @@ async def intrude(addr: str, keypair: KeyPair | None = None) -> AsyncIterator[In
         {NOISE_PROTOCOL_ID: NoiseTransport(keypair, noise_privkey=x25519().private_key)},
         {YAMUX_PROTOCOL_ID: Yamux},
     )
-    raw = await TCP().dial(maddr.decapsulate(multiaddr.Multiaddr(f"/p2p/{remote}")))
+    target = maddr.decapsulate(multiaddr.Multiaddr(f"/p2p/{remote}"))
+    raw = await (TCP().dial_with_source(target, (source, 0)) if source else TCP().dial(target))
     try:
         secured = await upgrader.upgrade_security(raw, True, remote)
         muxed = await upgrader.upgrade_connection(secured, remote)
@@ -248,31 +252,49 @@ async def strangers(addr: str, attack: Attack, identities: int = 8) -> None:
             nursery.start_soon(one)
 
 
-class Crowd:
-    """`count` untrusted identities that stay connected, reconnecting whenever dropped."""
+CROWD_SOURCES = [f"127.0.2.{n}" for n in range(1, 31)]
 
-    def __init__(self, addr: str, count: int) -> None:
+
+class Crowd:
+    """`count` untrusted identities that stay connected, reconnecting whenever dropped,
+    spread over `sources` (local addresses to dial from), as a botnet's would be.
+
+    At most `dialing` of them are in their handshake at once, so that
+    connections pile up as they did against stock py-libp2p (issue 13: 250
+    idle strangers filled its inbound limit), instead of the handshakes
+    crowding each other out.
+    """
+
+    def __init__(
+        self, addr: str, count: int, sources: list[str] = CROWD_SOURCES, dialing: int = 8
+    ) -> None:
         self.addr = addr
         self.count = count
+        self.sources = sources
         self.attempts = 0
         self.handshakes = 0
+        self._dialing = trio.Semaphore(dialing)
 
     async def run(self) -> None:
         """Until cancelled."""
 
-        async def stay() -> None:
+        async def stay(source: str) -> None:
             while True:
                 self.attempts += 1
                 try:
-                    async with intrude(self.addr) as intruder:
+                    async with contextlib.AsyncExitStack() as stack:
+                        async with self._dialing:
+                            intruder = await stack.enter_async_context(
+                                intrude(self.addr, source=source)
+                            )
                         self.handshakes += 1
                         await intruder.wait_closed()
                 except Exception:
                     await trio.sleep(0.05)
 
         async with trio.open_nursery() as nursery:
-            for _ in range(self.count):
-                nursery.start_soon(stay)
+            for n in range(self.count):
+                nursery.start_soon(stay, self.sources[n % len(self.sources)])
 
 
 SILENT_SOURCES = {
@@ -292,6 +314,6 @@ def _silent_flood(sources: list[str], per_source: int) -> Callable[[str], Awaita
 
 FLOODS: dict[str, Callable[[str], Awaitable[None]]] = {
     **{name: _memory_flood(attack) for name, attack in MEMORY_ATTACKS.items()},
-    "300 idle untrusted connections": lambda addr: Crowd(addr, 300).run(),
+    "300 idle untrusted connections from 30 addresses": lambda addr: Crowd(addr, 300).run(),
     **{f"silent TCP, {name}": _silent_flood(*spec) for name, spec in SILENT_SOURCES.items()},
 }
