@@ -11,14 +11,12 @@ the call is given up (so the peer stops it).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from gbr_node.p2p.host import P2PHost
-from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc import client
 from gbr_node.rpc.messages import ToolInfo
 from gbr_node.rpc.server import CallRecord, Limits, RpcServer
@@ -89,7 +87,7 @@ async def call_tool(
     the peer cancels it and frees its slot.
     """
     stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
-    async with _giving_up_resets(stream):
+    try:
         result = await client.call_tool(
             stream,
             name,
@@ -97,20 +95,12 @@ async def call_tool(
             timeout_s=limits.call_timeout_s,
             max_message_bytes=limits.max_message_bytes,
         )
-    return result.model_dump(exclude_none=True)
-
-
-@asynccontextmanager
-async def _giving_up_resets(stream: Libp2pByteStream) -> AsyncIterator[None]:
-    """Close `stream` after the block; reset it if the block failed or was cancelled
-    (our time limit ran out, the caller gave up), so that the peer stops the call."""
-    try:
-        yield
     except BaseException:
-        await stream.reset()
+        await stream.reset()  # given up (time limit, cancelled): the peer stops the call
         raise
     finally:
         await stream.aclose()
+    return result.model_dump(exclude_none=True)
 
 
 async def list_tools(
@@ -118,10 +108,15 @@ async def list_tools(
 ) -> list[ToolInfo]:
     """`tools/list` on `target`: the tools it grants us. Raises like `call_tool`."""
     stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
-    async with _giving_up_resets(stream):
+    try:
         return await client.list_tools(
             stream, timeout_s=limits.call_timeout_s, max_message_bytes=limits.max_message_bytes
         )
+    except BaseException:
+        await stream.reset()
+        raise
+    finally:
+        await stream.aclose()
 
 
 async def notify_peer(

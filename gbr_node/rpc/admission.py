@@ -18,8 +18,7 @@ a slot and before it reads a byte, so a stranger can make it hold nothing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import trio
@@ -33,7 +32,11 @@ ResultT = TypeVar("ResultT")
 
 
 class PeerSlots:
-    """Per-peer counts of streams being served, each peer capped separately."""
+    """Per-peer counts of streams being served, each peer capped separately.
+
+    `take_nowait` a slot before reading a stream; `give_back` it (in a
+    `finally`) once the stream is answered or given up.
+    """
 
     def __init__(self) -> None:
         self._held: dict[str, int] = {}
@@ -42,24 +45,22 @@ class PeerSlots:
         """Slots `peer_id` holds right now."""
         return self._held.get(peer_id, 0)
 
-    @contextmanager
-    def take(self, peer_id: str, limit: int) -> Iterator[bool]:
-        """Hold one slot of `peer_id` for the `with` block if it holds fewer than `limit`.
+    def take_nowait(self, peer_id: str, limit: int) -> bool:
+        """Take one slot of `peer_id` if it holds fewer than `limit`; False (nothing
+        taken) when it is at its limit. Never waits."""
+        held = self._held.get(peer_id, 0)
+        if held >= limit:
+            return False
+        self._held[peer_id] = held + 1
+        return True
 
-        Yields True when the slot was taken (it is given back when the block
-        ends, however it ends), False when the peer is at its limit (nothing
-        is held). Never waits.
-        """
-        if self.held(peer_id) >= limit:
-            yield False
-            return
-        self._held[peer_id] = self.held(peer_id) + 1
-        try:
-            yield True
-        finally:
-            self._held[peer_id] -= 1
-            if not self._held[peer_id]:
-                del self._held[peer_id]
+    def give_back(self, peer_id: str) -> None:
+        """Give back a slot taken by `take_nowait`."""
+        held = self._held[peer_id] - 1
+        if held:
+            self._held[peer_id] = held
+        else:
+            del self._held[peer_id]
 
 
 async def unless_abandoned(stream: ByteStream, work: Callable[[], Awaitable[ResultT]]) -> ResultT:

@@ -231,14 +231,16 @@ class RpcServer(Generic[GrantT]):
             await self._respond(stream, refusal, outcome)
             return
         limit = self.limits.max_concurrent_calls_per_peer
-        with self._slots.take(peer_id, limit) as taken:
-            if not taken:
-                message = f"too many concurrent calls from this peer (limit {limit})"
-                await self._respond(stream, error_response(None, codes.BUSY, message), outcome)
-                return
+        if not self._slots.take_nowait(peer_id, limit):
+            message = f"too many concurrent calls from this peer (limit {limit})"
+            await self._respond(stream, error_response(None, codes.BUSY, message), outcome)
+            return
+        try:
             response = await self._serve(stream, peer_id, grant, outcome)
             if response is not None:
                 await self._respond(stream, response, outcome)
+        finally:
+            self._slots.give_back(peer_id)
 
     async def _serve(
         self, stream: ByteStream, peer_id: str, grant: GrantT, outcome: _Outcome
