@@ -271,7 +271,7 @@ class RpcServer(Generic[GrantT]):
         except RpcError as exc:
             return error_response(message.id, exc.code, exc.message, exc.data)
         except StreamBroken:
-            raise
+            raise  # the caller left: no one to answer
         except Exception:
             log.exception("%s from %s failed", message.method, peer_id)
             return error_response(

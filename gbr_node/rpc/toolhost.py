@@ -22,7 +22,7 @@ from gbr_node.tools.registry import CALLER
 class ToolRegistry(Protocol):
     """What a grant needs of `tools.registry.Registry`."""
 
-    def names(self) -> list[str]: ...
+    def has(self, name: str) -> bool: ...
 
     def specs(self) -> list[dict[str, Any]]: ...
 
@@ -99,7 +99,7 @@ class ProfileToolHost:
                 learns nothing about tools it may not call (DESIGN.md,
                 security model; protocols/gbr-mcp-1.0.0.md section 8).
         """
-        if not _granted(grant, name) or name not in grant.registry.names():
+        if not _granted(grant, name) or not grant.registry.has(name):
             raise UnknownTool(f"unknown tool {name!r}")
         CALLER.set((grant.peer_id, grant.alias))  # this task's context only
         result = await grant.registry.run(name, arguments)

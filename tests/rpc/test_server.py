@@ -479,3 +479,78 @@ async def test_a_caller_that_closes_its_sending_side_still_gets_its_answer() -> 
             while chunk := await client.receive_some():
                 received += chunk
     assert answer(received)["result"] == TEXT_RESULT
+
+
+class BrokenOnResetStream:
+    """A served stream that the test can reset: reads then raise BrokenResourceError, as
+    the p2p adapter's do when the caller resets the stream or its connection dies."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self._inner = inner
+        self._reset = False
+        self._waiting: set[trio.CancelScope] = set()
+
+    def reset(self) -> None:
+        self._reset = True
+        for scope in self._waiting:
+            scope.cancel()
+
+    async def receive_some(self, max_bytes: int = 65536) -> bytes:
+        with trio.CancelScope() as scope:
+            self._waiting.add(scope)
+            try:
+                if not self._reset:
+                    return bytes(await self._inner.receive_some(max_bytes))
+            finally:
+                self._waiting.discard(scope)
+        raise trio.BrokenResourceError("stream reset by the caller")
+
+    async def send_all(self, data: bytes) -> None:
+        if self._reset:
+            raise trio.BrokenResourceError("stream reset by the caller")
+        await self._inner.send_all(data)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def test_a_call_whose_caller_resets_the_stream_is_cancelled_at_once() -> None:
+    started, cancelled = trio.Event(), trio.Event()
+
+    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    server = RpcServer(ScriptedHost(call_tool))
+    client, inner = trio.testing.memory_stream_pair()
+    served = BrokenOnResetStream(inner)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.handle_stream, served, PEER)
+            await client.send_all(request("tools/call", {"name": "t"}))
+            await started.wait()
+            assert server.active_calls(PEER) == 1
+            served.reset()
+            await cancelled.wait()
+    assert server.active_calls(PEER) == 0
+
+
+async def test_a_caller_that_only_closes_its_sending_side_still_gets_the_answer() -> None:
+    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        await trio.sleep(0.05)
+        return TEXT_RESULT
+
+    server = RpcServer(ScriptedHost(call_tool))
+    client, served = trio.testing.memory_stream_pair()
+    received = bytearray()
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.handle_stream, served, PEER)
+            await client.send_all(request("tools/call", {"name": "t"}) + b"trailing bytes")
+            await client.send_stream.aclose()  # EOF after the request, as js-libp2p's pipe does
+            while chunk := await client.receive_some():
+                received += chunk
+    assert answer(bytes(received))["result"] == TEXT_RESULT
