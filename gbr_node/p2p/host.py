@@ -5,7 +5,10 @@
 `/plaintext/2.0.0` and `/mplex/6.7.0`, retry every failed dial three times,
 wait 250 ms per dial for extra connections, and attach a resource manager whose
 per-peer rate-limiter state grows with every distinct peer ID (call limits live
-in rpc/ instead). Here:
+in rpc/ instead). That resource manager is not used for admission either: its
+connection limits count trusted and untrusted peers alike, its pre-handshake
+admission knows only fixed CIDR rules (no per-address count), and it fails
+open on its own errors. Here:
 
 - security: `/noise` only; muxer: `/yamux/1.0.0` only (DESIGN.md, wire contracts);
 - dials go to one given address at a time (`Swarm.dial_addr`, ~7 ms on
@@ -14,17 +17,25 @@ in rpc/ instead). Here:
   `dial_peer` (its fallback when a stream is opened on a dropped connection)
   from waiting 250 ms for a second and third connection;
 - `RetryConfig(max_retries=0)`: a refused dial fails at once;
-- `GbrSwarm` (see swarm.py): inbound slots freed on close, no auto-dialing;
+- `GbrSwarm` (swarm.py) admits inbound connections within `ConnectionLimits`
+  (admission.py; GBR-DOS-01): handshakes bounded per address and in total,
+  with py-libp2p's `inbound_upgrade_timeout` as their time limit, untrusted
+  peers counted apart from trusted ones and closed after a short grace
+  (at once with `close_untrusted`), idle connections closed; no auto-dialing;
 - Yamux window updates once per half window read, as go-yamux sends them,
-  not after every read (yamux_window.py, installed when this module loads);
-- a network notifee closes every inbound connection whose peer ID the caller's
-  trust predicate rejects, and each stream handler checks the peer ID again,
-  since a stream can arrive before the notifee runs. Peer IDs are those
-  authenticated by the Noise handshake.
+  not after every read (yamux_window.py); Yamux frames written whole even
+  when a write is cancelled, and unread data bounded per connection
+  (yamux_guard.py); multistream-select messages of at most 1024 bytes
+  (multistream_limit.py); all installed when this module loads;
+- no identify dials (`_QuietHost`);
+- each stream handler registered with `require_trust` checks the peer ID
+  again, since a stream can arrive before the connection's grace ends. Peer
+  IDs are those authenticated by the Noise handshake.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -32,7 +43,7 @@ from contextlib import asynccontextmanager
 
 import multiaddr
 import trio
-from libp2p.abc import INetConn, INetStream, INetwork, INotifee
+from libp2p.abc import INetStream
 from libp2p.crypto.keys import KeyPair
 from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
 from libp2p.custom_types import TProtocol
@@ -49,7 +60,7 @@ from libp2p.transport.tcp.tcp import TCP
 from libp2p.transport.upgrader import TransportUpgrader
 
 from gbr_node.errors import GbrError, PeerUnreachable
-from gbr_node.p2p import yamux_window
+from gbr_node.p2p import multistream_limit, yamux_guard, yamux_window
 from gbr_node.p2p.addresses import (
     check_port_free,
     dialable,
@@ -58,12 +69,17 @@ from gbr_node.p2p.addresses import (
     parse_peer_id,
     without_p2p,
 )
+from gbr_node.p2p.admission import ConnectionLimits
 from gbr_node.p2p.dial_errors import explain_dial_failure
 from gbr_node.p2p.logs import route_libp2p_logs
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.p2p.swarm import GbrSwarm
 
 yamux_window.install()
+yamux_guard.install()
+multistream_limit.install()
+
+_NO_STOCK_CAP = 1_000_000
 
 __all__ = ["DEFAULT_DIAL_TIMEOUT_S", "P2PHost", "StreamHandler", "open_host", "parse_target"]
 
@@ -297,36 +313,6 @@ def parse_target(target: str) -> tuple[ID, multiaddr.Multiaddr | None]:
     return parse_peer_id(named, "target"), without_p2p(addr)
 
 
-class _InboundTrustGate(INotifee):
-    """Closes each inbound connection whose Noise-authenticated peer ID is not trusted."""
-
-    def __init__(self, is_trusted: Callable[[str], bool]) -> None:
-        self._is_trusted = is_trusted
-
-    async def connected(self, network: INetwork, conn: INetConn) -> None:
-        if getattr(conn, "direction", None) != Direction.INBOUND:
-            return
-        remote = conn.muxed_conn.peer_id.to_base58()
-        if not self._is_trusted(remote):
-            logger.info("closing inbound connection from untrusted peer %s", remote)
-            await conn.close()
-
-    async def disconnected(self, network: INetwork, conn: INetConn) -> None:
-        return None
-
-    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
-        return None
-
-    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
-        return None
-
-    async def listen(self, network: INetwork, multiaddr: multiaddr.Multiaddr) -> None:
-        return None
-
-    async def listen_close(self, network: INetwork, multiaddr: multiaddr.Multiaddr) -> None:
-        return None
-
-
 @asynccontextmanager
 async def open_host(
     keypair: KeyPair,
@@ -334,6 +320,7 @@ async def open_host(
     *,
     is_trusted: Callable[[str], bool],
     close_untrusted: bool = True,
+    limits: ConnectionLimits | None = None,
     log_handler: logging.Handler | None = None,
 ) -> AsyncIterator[P2PHost]:
     """Run a libp2p host with identity `keypair`, listening on every multiaddr in `listen`.
@@ -345,10 +332,12 @@ async def open_host(
     with `require_trust`, so it may read state that changes on hot reload;
     `lambda _: True` admits everyone. With `close_untrusted=False`, untrusted
     peers stay connected so that a handler registered with `require_trust=False`
-    can answer them itself (e.g. with an "unauthorized" error). py-libp2p's
-    own log records go to
-    `log_handler` (discarded when None), never to the terminal; see logs.py.
-    On exit every connection and listener is closed.
+    can answer them itself (e.g. with an "unauthorized" error), for at most
+    `limits.untrusted_grace_s` seconds. `limits` bound inbound connections
+    (admission.py; the defaults of `ConnectionLimits` when None).
+    py-libp2p's own log records go to `log_handler` (discarded when None),
+    never to the terminal; see logs.py. On exit every connection and
+    listener is closed.
 
     Raises:
         GbrError: a listen multiaddr does not parse, is not plain TCP, its
@@ -358,9 +347,10 @@ async def open_host(
     maddrs = [listen_multiaddr(text) for text in listen]
     for maddr in maddrs:
         check_port_free(maddr)
-    host = _build_host(keypair)
+    limits = limits or ConnectionLimits()
     if close_untrusted:
-        host.get_network().register_notifee(_InboundTrustGate(is_trusted))
+        limits = dataclasses.replace(limits, untrusted_grace_s=0.0)
+    host = _build_host(keypair, is_trusted, limits)
     async with host.run(listen_addrs=[]):
         swarm = host.get_network()
         if maddrs:
@@ -371,7 +361,24 @@ async def open_host(
         yield P2PHost(host, is_trusted)
 
 
-def _build_host(keypair: KeyPair) -> BasicHost:
+class _QuietHost(BasicHost):
+    """`BasicHost` that never dials identify (it still answers it).
+
+    The stock host opens an identify stream to every peer that connects, in
+    either direction, and logs an ERROR when the peer refuses it, a normal
+    event. gbr-node uses nothing identify learns: it dials only addresses it
+    was given (`disable_identify_address_discovery`), and negotiates its
+    protocols on each stream; and an identify stream to a stranger is work
+    done for it before its trust is known.
+    """
+
+    def _schedule_identify(self, peer_id: ID, *, reason: str) -> None:
+        return None
+
+
+def _build_host(
+    keypair: KeyPair, is_trusted: Callable[[str], bool], limits: ConnectionLimits
+) -> BasicHost:
     peer_id = ID.from_pubkey(keypair.public_key)
     noise = NoiseTransport(keypair, noise_privkey=create_x25519_key_pair().private_key)
     upgrader = TransportUpgrader(
@@ -386,9 +393,18 @@ def _build_host(keypair: KeyPair) -> BasicHost:
         upgrader,
         transports=[TCP()],
         retry_config=RetryConfig(max_retries=0),
-        connection_config=ConnectionConfig(max_connections_per_peer=1),
+        connection_config=ConnectionConfig(
+            max_connections_per_peer=1,
+            inbound_upgrade_timeout=limits.handshake_timeout_s,
+            # admission.py decides who gets in; the stock caps (300 connections,
+            # pruning above 300) would count trusted and untrusted peers alike
+            max_connections=_NO_STOCK_CAP,
+            high_watermark=_NO_STOCK_CAP,
+        ),
+        is_trusted=is_trusted,
+        limits=limits,
     )
-    return BasicHost(network=swarm, disable_identify_address_discovery=True)
+    return _QuietHost(network=swarm, disable_identify_address_discovery=True)
 
 
 async def _reset_quietly(net_stream: INetStream) -> None:

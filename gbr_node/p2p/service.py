@@ -1,10 +1,11 @@
 """`/gbr/mcp/1.0.0` over the libp2p host: serving our tools, and calling a peer's.
 
 Serving: every inbound stream of the protocol goes to `RpcServer`, which asks
-the `ProfileToolHost` whether the Noise-authenticated peer ID is trusted. An
-untrusted peer gets the JSON-RPC "unauthorized peer" error (nothing runs),
-then its connection is closed. Calling: one new stream per request
-(ADR-0012b), closed when the response is in.
+the `ProfileToolHost` whether the Noise-authenticated peer ID is trusted
+before it reads anything. An untrusted peer gets the JSON-RPC "unauthorized
+peer" error (nothing runs), then its connection is closed. Calling: one new
+stream per request (ADR-0012b), closed when the response is in, reset when
+the call is given up (so the peer stops it).
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ async def call_tool(
     Returns the MCP result `{"content": [...], "isError": bool}`. Raises
     PeerUnreachable (dial, Noise, wrong peer ID, stream broken), CallTimeout
     (after `limits.call_timeout_s`), or an RpcError subclass the peer sent
-    (UnauthorizedPeer, InvalidParams for a tool not granted, ...).
+    (UnauthorizedPeer, InvalidParams for a tool not granted, ...). A call
+    given up before its answer (time limit, cancellation) resets the stream:
+    the peer cancels it and frees its slot.
     """
     stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
     try:
@@ -92,6 +95,9 @@ async def call_tool(
             timeout_s=limits.call_timeout_s,
             max_message_bytes=limits.max_message_bytes,
         )
+    except BaseException:
+        await stream.reset()  # given up (time limit, cancelled): the peer stops the call
+        raise
     finally:
         await stream.aclose()
     return result.model_dump(exclude_none=True)
@@ -106,6 +112,9 @@ async def list_tools(
         return await client.list_tools(
             stream, timeout_s=limits.call_timeout_s, max_message_bytes=limits.max_message_bytes
         )
+    except BaseException:
+        await stream.reset()
+        raise
     finally:
         await stream.aclose()
 

@@ -13,6 +13,7 @@ from libp2p.abc import INetStream
 from libp2p.network.stream.exceptions import StreamEOF, StreamError
 
 from gbr_node.errors import StreamBroken
+from gbr_node.p2p.yamux_guard import cancel_on_reset, discard_unread
 
 __all__ = ["DEFAULT_RECEIVE_BYTES", "Libp2pByteStream", "StreamBroken"]
 
@@ -34,6 +35,7 @@ class Libp2pByteStream:
         self.protocol_id = protocol_id
         self._eof = False
         self._closed = False
+        self._cut_short = False  # a send was cancelled: the peer got part of a message
 
     async def receive_some(self, max_bytes: int = DEFAULT_RECEIVE_BYTES) -> bytes:
         """Return the next 1..`max_bytes` bytes, or b"" once the peer has closed its side.
@@ -70,8 +72,10 @@ class Libp2pByteStream:
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Send all of `data` (may be empty) to the peer.
 
-        Cancellation may leave part of `data` sent; the stream should then be
-        closed, as with any trio stream.
+        Cancellation may leave part of `data` sent (whole Yamux frames only:
+        the connection and its other streams are never harmed, yamux_guard.py);
+        `aclose()` then resets the stream, so the peer never takes a cut
+        message for a whole one.
 
         Raises:
             StreamBroken: the peer reset the stream, closed its read side, or the
@@ -84,19 +88,47 @@ class Libp2pByteStream:
             return
         try:
             await self._stream.write(bytes(data))
+        except trio.Cancelled:
+            self._cut_short = True
+            raise
         except StreamError as exc:
             raise StreamBroken(f"stream to peer {self.remote_peer_id} broke: {exc!r}") from exc
+
+    def cancel_on_break(self, scope: trio.CancelScope) -> None:
+        """Cancel `scope` when the peer resets this stream or the connection drops.
+
+        At once if that already happened; costs no task and reads nothing
+        (rpc/admission.py `unless_abandoned` uses it).
+        """
+        cancel_on_reset(self._stream.muxed_stream, scope)
+
+    async def reset(self) -> None:
+        """Reset the stream (the peer sees it broken, not ended); idempotent, never raises.
+
+        What a caller does when it gives up on an answer, so that the other
+        end stops working for it.
+        """
+        self._closed = True
+        discard_unread(self._stream.muxed_stream)
+        with trio.CancelScope(shield=True):
+            await self._reset_quietly()
 
     async def aclose(self) -> None:
         """Close the stream: the peer reads end-of-stream after what was sent.
 
         Idempotent. A stream that cannot close gracefully (it is already
-        broken, or the call is cancelled) is reset instead; nothing is raised
-        but `trio.Cancelled`.
+        broken, a send was cancelled, or this call is cancelled) is reset
+        instead; nothing is raised but `trio.Cancelled`. Data the peer sent
+        that was never read is dropped at once.
         """
         if self._closed:
             return
         self._closed = True
+        discard_unread(self._stream.muxed_stream)
+        if self._cut_short:
+            with trio.CancelScope(shield=True):
+                await self._reset_quietly()
+            return
         try:
             await self._stream.close()
         except trio.Cancelled:

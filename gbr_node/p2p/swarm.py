@@ -1,21 +1,31 @@
-"""py-libp2p 0.8.1's Swarm with three isolated fixes, each a candidate for upstream.
+"""py-libp2p 0.8.1's Swarm with isolated fixes, each a candidate for upstream.
 
 `GbrSwarm` subclasses `libp2p.network.swarm.Swarm` and changes only what the
 notes below describe; everything else is the library's behaviour.
 
-1. Inbound slots are released when the connection closes (upstream note).
-   `Swarm._do_handle_inbound_connection` keeps every upgraded inbound
-   connection's handler task parked on `self.manager.wait_finished()`, i.e.
-   until the swarm stops. The task holds one token of `_inbound_limiter`
-   (capacity `max_connections - min_connections`, 250 by default) and ~5 KB of
-   connection objects, so a listener accepts only ~250 inbound connections in
-   its whole lifetime. Measured here: with the stock swarm the 251st sequential
-   connect-stream-close cycle fails; with this fix 1,000 cycles succeed. Fix:
-   park on the `SwarmConn.event_closed` of the connection just registered.
-   The task must still outlive the upgrade, because trio's `serve_listeners`
-   closes the socket as soon as the handler returns.
-   Suggested upstream change: in `_do_handle_inbound_connection`, wait on the
-   registered SwarmConn's `event_closed` instead of `manager.wait_finished()`.
+1. Inbound admission instead of one shared slot count (GBR-DOS-01). The
+   stock `_handle_inbound_connection` takes one token of `_inbound_limiter`
+   (`max_connections - min_connections`, 250) per accepted TCP socket, before
+   the handshake, and the stock `_do_handle_inbound_connection` holds it
+   until the swarm stops. 250 connections that never finish a handshake, or
+   250 untrusted peers that stay connected, lock every trusted peer out.
+   Here each inbound connection goes through the limits of admission.py:
+   a handshake slot per remote address and in total (the newcomer always
+   gets in; a silent or an older one gives way), py-libp2p's own
+   `inbound_upgrade_timeout` as the handshake time limit, then, once the
+   Noise-authenticated peer ID is known, a separate count for untrusted
+   peers, so room for trusted ones is always left. The task serving a
+   connection returns when it closes, releasing everything (it must outlive
+   the upgrade, because trio's `serve_listeners` closes the socket as soon
+   as the handler returns). Untrusted connections are closed
+   `untrusted_grace_s` after their handshake; trusted inbound ones after
+   `idle_timeout_s` without a stream. Each connection gets a Yamux receive
+   budget (yamux_guard.py) and a cap on the inbound streams it may have open.
+   Suggested upstream changes: release the inbound token when the
+   connection closes (wait on the registered SwarmConn's `event_closed`
+   instead of `manager.wait_finished()`), and an "intercept secured" hook in
+   `ConnectionGate` (go-libp2p's `InterceptSecured`) to decide on a peer ID
+   before the connection is registered.
 
 2. No auto-connector. The stock `AutoConnector` re-dials, every
    `auto_connect_interval` and after every disconnect, any peer with addresses
@@ -30,15 +40,25 @@ notes below describe; everything else is the library's behaviour.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
+from libp2p.abc import IMuxedConn, INetStream
+from libp2p.custom_types import StreamHandlerFn
 from libp2p.network.auto_connector import AutoConnector
 from libp2p.network.connection.raw_connection import RawConnection
+from libp2p.network.connection.swarm_connection import SwarmConn
+from libp2p.network.exceptions import SwarmException
 from libp2p.network.swarm import Swarm
 from multiaddr import Multiaddr
 
+from gbr_node.p2p.admission import ConnectionLimits, Handshakes
+
 __all__ = ["GbrSwarm"]
+
+log = logging.getLogger(__name__)
 
 
 class _NoAutoConnector(AutoConnector):
@@ -67,16 +87,57 @@ class _NoNegativeCache:
         return None
 
 
-class GbrSwarm(Swarm):
-    """`Swarm` whose inbound connections end cleanly, that never auto-dials
-    and never refuses a dial from a cache of past failures.
+class _HeardConnection(RawConnection):
+    """An inbound raw connection that remembers whether the remote end sent anything."""
 
-    Takes the same arguments as `libp2p.network.swarm.Swarm`.
+    has_spoken = False
+
+    async def read(self, n: int | None = None) -> bytes:
+        data = await super().read(n)
+        self.has_spoken = self.has_spoken or bool(data)
+        return data
+
+
+class _Handshake:
+    """One inbound connection in its handshake: an entry of `Handshakes`."""
+
+    def __init__(self, conn: _HeardConnection) -> None:
+        self.conn = conn
+        remote = conn.get_remote_address()
+        self.address = remote[0] if remote else "unknown"
+        self.scope = trio.CancelScope()
+
+    @property
+    def has_spoken(self) -> bool:
+        return self.conn.has_spoken
+
+
+class GbrSwarm(Swarm):
+    """`Swarm` with admission of inbound connections, no auto-dialing and no
+    cache of past dial failures (see the module docstring).
+
+    Takes the arguments of `libp2p.network.swarm.Swarm`, plus:
+        is_trusted: `is_trusted(peer_id)` (base58) is asked when an inbound
+            connection's handshake is done, and again when its grace ends.
+        limits: the bounds of admission.py; `connection_config`'s
+            `inbound_upgrade_timeout` should be `limits.handshake_timeout_s`.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        is_trusted: Callable[[str], bool],
+        limits: ConnectionLimits,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._negative_peer_cache = _NoNegativeCache()  # type: ignore[assignment]
+        self._is_trusted = is_trusted
+        self.limits = limits
+        self._handshakes: Handshakes[_Handshake] = Handshakes(
+            limits.max_handshakes, limits.max_handshakes_per_address
+        )
+        self._untrusted: set[IMuxedConn] = set()
 
     def _init_connection_management(self) -> None:
         super()._init_connection_management()
@@ -85,33 +146,143 @@ class GbrSwarm(Swarm):
     def _schedule_auto_connect(self) -> None:
         return None
 
-    async def _do_handle_inbound_connection(
-        self, read_write_closer: Any, maddr: Multiaddr, failure_event: Any
-    ) -> None:
-        """Upgrade one inbound TCP connection; return when it closes (fix 1).
+    def admission_statistics(self) -> tuple[int, int]:
+        """(inbound connections in their handshake, established untrusted inbound ones)."""
+        return len(self._handshakes), len(self._untrusted)
 
-        Runs inside the stock `_handle_inbound_connection`, which holds one
-        inbound-limiter token for exactly as long as this coroutine runs. Only
-        the TCP path is kept: the host builds no pre-multiplexed transport (QUIC).
-        """
-        remote_maddr = self._build_remote_multiaddr(read_write_closer)
-        if remote_maddr is not None and not await self.connection_gate.is_allowed(remote_maddr):
-            await _close_quietly(read_write_closer)
-            return
-        raw_conn = RawConnection(read_write_closer, False)
+    async def _handle_inbound_connection(self, read_write_closer: Any, maddr: Multiaddr) -> None:
+        """Admit, upgrade and watch one inbound TCP connection; return when it closes (fix 1)."""
+        conn = _HeardConnection(read_write_closer, False)
+        handshake = _Handshake(conn)
+        gives_way = self._handshakes.admit(handshake)
+        if gives_way is not None:
+            log.debug("inbound handshake from %s gives way", gives_way.address)
+            gives_way.scope.cancel()
+        muxed = None
         try:
-            muxed_conn = await self.upgrade_inbound_raw_conn(raw_conn, maddr)
-        except Exception:  # failed handshakes are routine; the swarm logged why
-            await _close_quietly(raw_conn)
+            with handshake.scope:
+                muxed = await self._upgrade_inbound(conn, maddr)
+        finally:
+            self._handshakes.release(handshake)
+        if muxed is None:
+            with trio.CancelScope(shield=True):
+                await _close_quietly(conn)
             return
-        for swarm_conn in list(self.connections.get(muxed_conn.peer_id, ())):
-            if swarm_conn.muxed_conn is muxed_conn:
-                await swarm_conn.event_closed.wait()
+        for swarm_conn in list(self.connections.get(muxed.peer_id, ())):
+            if swarm_conn.muxed_conn is muxed:
+                await self._watch(swarm_conn)
                 return
+
+    async def _upgrade_inbound(self, conn: RawConnection, maddr: Multiaddr) -> IMuxedConn | None:
+        """Gate, Noise and Yamux; the muxed connection, or None when refused or failed."""
+        remote_maddr = self._build_remote_multiaddr(conn)
+        if remote_maddr is not None and not await self.connection_gate.is_allowed(remote_maddr):
+            return None
+        try:
+            return await self.upgrade_inbound_raw_conn(conn, maddr)
+        except Exception:  # failed handshakes are routine; the swarm logged why
+            return None
+
+    async def add_conn(self, muxed_conn: IMuxedConn, direction: str = "unknown") -> SwarmConn:
+        """Register a connection; an inbound one of an untrusted peer only while there is room.
+
+        Raises SwarmException (and closes `muxed_conn`) when `max_untrusted`
+        untrusted inbound connections are open already.
+        """
+        untrusted = direction == "inbound" and not self._is_trusted(muxed_conn.peer_id.to_base58())
+        if untrusted:
+            if len(self._untrusted) >= self.limits.max_untrusted:
+                log.info(
+                    "refusing untrusted peer %s: %d untrusted connections open",
+                    muxed_conn.peer_id,
+                    len(self._untrusted),
+                )
+                await _close_quietly(muxed_conn)
+                raise SwarmException("untrusted inbound connections at their limit")
+            self._untrusted.add(muxed_conn)
+        muxed_conn.receive_budget = (  # type: ignore[attr-defined]
+            self.limits.untrusted_receive_bytes if untrusted else self.limits.trusted_receive_bytes
+        )
+        try:
+            return await super().add_conn(muxed_conn, direction)
+        except BaseException:
+            self._untrusted.discard(muxed_conn)
+            raise
+
+    def remove_conn(self, swarm_conn: SwarmConn) -> None:
+        self._untrusted.discard(swarm_conn.muxed_conn)
+        super().remove_conn(swarm_conn)
+
+    async def _watch(self, conn: SwarmConn) -> None:
+        """Close `conn` when its grace (untrusted) or its idle time (trusted) runs out."""
+        conn._gbr_last_stream_at = trio.current_time()  # type: ignore[attr-defined]
+        if conn.muxed_conn in self._untrusted:
+            with trio.move_on_after(self.limits.untrusted_grace_s):
+                await conn.event_closed.wait()
+            if conn.is_closed:
+                return
+            if not self._is_trusted(conn.muxed_conn.peer_id.to_base58()):
+                log.info("closing the connection of untrusted peer %s", conn.muxed_conn.peer_id)
+                await conn.close()
+                return
+            self._untrusted.discard(conn.muxed_conn)  # trusted since: a hot reload
+            conn.muxed_conn.receive_budget = self.limits.trusted_receive_bytes  # type: ignore[attr-defined]
+        await self._close_when_idle(conn)
+
+    async def _close_when_idle(self, conn: SwarmConn) -> None:
+        idle = self.limits.idle_timeout_s
+        while not conn.is_closed:
+            now = trio.current_time()
+            due = (now if conn.streams else conn._gbr_last_stream_at) + idle  # type: ignore[attr-defined]
+            if not conn.streams and now >= due:
+                log.info("closing the idle connection of peer %s", conn.muxed_conn.peer_id)
+                await conn.close()
+                return
+            with trio.move_on_after(max(due - now, 0.05)):
+                await conn.event_closed.wait()
+
+    def set_stream_handler(self, stream_handler: StreamHandlerFn) -> None:
+        """Serve inbound streams with `stream_handler`, within each connection's stream cap."""
+
+        async def within_cap(stream: INetStream) -> None:
+            conn = stream.swarm_conn  # type: ignore[attr-defined]
+            cap = (
+                self.limits.max_streams_untrusted
+                if stream.muxed_conn in self._untrusted
+                else self.limits.max_streams_trusted
+            )
+            if conn is not None and len(conn.streams) > cap:
+                await _reset_quietly(stream)
+                return
+            await stream_handler(stream)
+
+        super().set_stream_handler(within_cap)
+
+    async def notify_opened_stream(self, stream: INetStream) -> None:
+        _stamp(stream)
+        await super().notify_opened_stream(stream)
+
+    async def notify_closed_stream(self, stream: INetStream) -> None:
+        _stamp(stream)
+        await super().notify_closed_stream(stream)
+
+
+def _stamp(stream: INetStream) -> None:
+    """Note on the stream's connection when it last opened or closed a stream (idle time)."""
+    conn = getattr(stream, "swarm_conn", None)
+    if conn is not None:
+        conn._gbr_last_stream_at = trio.current_time()
 
 
 async def _close_quietly(closer: Any) -> None:
     try:
         await closer.close()
     except Exception:  # already broken: nothing left to release
+        return
+
+
+async def _reset_quietly(stream: INetStream) -> None:
+    try:
+        await stream.reset()
+    except Exception:  # already gone
         return

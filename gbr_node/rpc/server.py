@@ -1,8 +1,10 @@
 """The serving side of `/gbr/mcp/1.0.0`: one request and its response per stream.
 
-`RpcServer.handle_stream(stream, peer_id)` reads one frame under a deadline,
-decodes it, asks the `ToolHost` whether the peer is trusted, runs the method
-and writes one response, then closes the stream. Every failure becomes a
+`RpcServer.handle_stream(stream, peer_id)` asks the `ToolHost` whether the
+peer is trusted and takes one of the peer's slots before it reads anything
+(GBR-DOS-01), then reads one frame under a deadline, decodes it, runs the
+method (cancelled if the caller goes away) and writes one response, then
+closes the stream. Every failure becomes a
 JSON-RPC error response (or, for notifications, a log line); no exception
 leaves `handle_stream` except trio's cancellation. The contract is
 protocols/gbr-mcp-1.0.0.md.
@@ -11,7 +13,7 @@ protocols/gbr-mcp-1.0.0.md.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -31,6 +33,7 @@ from gbr_node.errors import (
     UnknownTool,
 )
 from gbr_node.rpc import codes
+from gbr_node.rpc.admission import PeerSlots, unless_abandoned
 from gbr_node.rpc.framing import FrameDecoder
 from gbr_node.rpc.messages import (
     CallToolParams,
@@ -47,12 +50,11 @@ from gbr_node.rpc.messages import (
     encode_message,
     error_response,
 )
-from gbr_node.rpc.stream import RECEIVE_CHUNK, ByteStream, read_frame, write_frame
+from gbr_node.rpc.stream import ByteStream, read_frame, write_frame
 
 log = logging.getLogger(__name__)
 
 GrantT = TypeVar("GrantT")
-T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _NODE_DEFAULTS = NodeConfig()
 
@@ -82,7 +84,8 @@ class ToolHost(Protocol[GrantT]):
         `SecurityViolation` (SECURITY_VIOLATION), `CallTimeout` (CALL_TIMEOUT),
         any `RpcError` (sent as is). `ToolError` becomes a result with
         `isError: true`. Approvals (EVD-AI-01) are the host's to turn into a
-        "pending" result. Cancelled when `call_timeout_s` runs out.
+        "pending" result. Cancelled when `call_timeout_s` runs out, and when
+        the caller's stream breaks before the answer (rpc/admission.py).
         """
         ...
 
@@ -178,36 +181,29 @@ class RpcServer(Generic[GrantT]):
         self.host = host
         self.limits = limits or Limits()
         self._on_call = on_call
-        self._active: dict[str, int] = {}
+        self._slots = PeerSlots()
 
     def active_calls(self, peer_id: str) -> int:
         """Streams of `peer_id` being served right now."""
-        return self._active.get(peer_id, 0)
+        return self._slots.held(peer_id)
 
     async def handle_stream(self, stream: ByteStream, peer_id: str) -> None:
         """Serve one request on `stream` from `peer_id`, answer it, and close the stream.
 
         `peer_id` must come from the authenticated (Noise) connection, never
-        from the message. Returns when the stream is closed; raises nothing but
-        `trio.Cancelled` (the stream is closed then too).
+        from the message. Trust is decided first, then the peer's slot is
+        taken, and only then is the request read (GBR-DOS-01): an untrusted
+        peer gets UNAUTHORIZED_PEER and a peer at its limit gets BUSY (both
+        with id null) without a byte of their request being read. A call whose
+        stream breaks before it is answered is cancelled (`unless_abandoned`).
+
+        Returns when the stream is closed; raises nothing but `trio.Cancelled`
+        (the stream is closed then too).
         """
         started = trio.current_time()
         outcome = _Outcome()
         try:
-            limit = self.limits.max_concurrent_calls_per_peer
-            if self.active_calls(peer_id) >= limit:
-                message = f"too many concurrent calls from this peer (limit {limit})"
-                await self._respond(stream, error_response(None, codes.BUSY, message), outcome)
-                return
-            self._active[peer_id] = self.active_calls(peer_id) + 1
-            try:
-                response = await self._serve(stream, peer_id, outcome)
-                if response is not None:
-                    await self._respond(stream, response, outcome)
-            finally:
-                self._active[peer_id] -= 1
-                if not self._active[peer_id]:
-                    del self._active[peer_id]
+            await self._admit_and_serve(stream, peer_id, outcome)
         except GbrError as exc:  # StreamClosed, or the stream adapter's own error
             log.info("stream from %s ended early: %s", peer_id, exc)
         except Exception:
@@ -220,8 +216,34 @@ class RpcServer(Generic[GrantT]):
             if outcome.answered:
                 self._report(peer_id, outcome, trio.current_time() - started)
 
+    async def _admit_and_serve(self, stream: ByteStream, peer_id: str, outcome: _Outcome) -> None:
+        try:
+            grant = self.host.authorize(peer_id)
+        except Exception:
+            log.exception("deciding whether %s is trusted failed", peer_id)
+            refusal = error_response(None, codes.INTERNAL_ERROR, "internal error while authorizing")
+            await self._respond(stream, refusal, outcome)
+            return
+        if grant is None:
+            refusal = error_response(
+                None, codes.UNAUTHORIZED_PEER, "this node does not trust your peer ID"
+            )
+            await self._respond(stream, refusal, outcome)
+            return
+        limit = self.limits.max_concurrent_calls_per_peer
+        if not self._slots.take_nowait(peer_id, limit):
+            message = f"too many concurrent calls from this peer (limit {limit})"
+            await self._respond(stream, error_response(None, codes.BUSY, message), outcome)
+            return
+        try:
+            response = await self._serve(stream, peer_id, grant, outcome)
+            if response is not None:
+                await self._respond(stream, response, outcome)
+        finally:
+            self._slots.give_back(peer_id)
+
     async def _serve(
-        self, stream: ByteStream, peer_id: str, outcome: _Outcome
+        self, stream: ByteStream, peer_id: str, grant: GrantT, outcome: _Outcome
     ) -> Response | ErrorResponse | None:
         """Read and run one message; return the response to send (None for a notification)."""
         decoder = FrameDecoder(self.limits.max_message_bytes)
@@ -237,17 +259,14 @@ class RpcServer(Generic[GrantT]):
         outcome.method = message.method if isinstance(message, Request | Notification) else None
         if isinstance(message, Notification):
             outcome.answered = True
-            await self._notify(message, peer_id)
+            await self._notify(message, peer_id, grant)
             return None
         if not isinstance(message, Request):
             return error_response(
                 None, codes.INVALID_REQUEST, "expected a request or a notification"
             )
         try:
-            grant = self.host.authorize(peer_id)
-            if grant is None:
-                raise RpcError(codes.UNAUTHORIZED_PEER, "this node does not trust your peer ID")
-            result = await _unless_caller_leaves(stream, self._dispatch(message, grant, outcome))
+            result = await unless_abandoned(stream, lambda: self._dispatch(message, grant, outcome))
             return Response(id=message.id, result=result)
         except RpcError as exc:
             return error_response(message.id, exc.code, exc.message, exc.data)
@@ -290,14 +309,11 @@ class RpcServer(Generic[GrantT]):
             return result.model_dump(exclude_none=True)
         raise RpcError(codes.CALL_TIMEOUT, f"tools/call {params.name} ran past {timeout} s")
 
-    async def _notify(self, notification: Notification, peer_id: str) -> None:
+    async def _notify(self, notification: Notification, peer_id: str, grant: GrantT) -> None:
         """Give a `notifications/*` notification to the host; log and drop anything else."""
         method = notification.method
         try:
-            grant = self.host.authorize(peer_id)
-            if grant is None:
-                log.info("notification %s from untrusted peer %s dropped", method, peer_id)
-            elif not method.startswith("notifications/") or isinstance(notification.params, list):
+            if not method.startswith("notifications/") or isinstance(notification.params, list):
                 log.info("notification %s from %s dropped: not notifications/*", method, peer_id)
             else:
                 with trio.move_on_after(self.limits.call_timeout_s):
@@ -326,44 +342,6 @@ class RpcServer(Generic[GrantT]):
                 self._on_call(record)
             except Exception:
                 log.exception("on_call observer failed")
-
-
-async def _unless_caller_leaves(stream: ByteStream, work: Awaitable[T]) -> T:
-    """Await `work`, cancelling it if the caller resets the stream or its connection dies.
-
-    A caller that gives up on a call (its own cancellation, a killed process)
-    resets the stream; the call is then cancelled at once rather than run to
-    its end for no one (GBR-MCP-01: an MCP client's `notifications/cancelled`
-    reaches the peer's tool). An end of stream (EOF) is not leaving: a caller
-    may close its sending side and still wait for the answer. Bytes after the
-    request are read and dropped (protocols/gbr-mcp-1.0.0.md, section 2).
-
-    Raises what `work` raises, or StreamBroken when the caller left.
-    """
-    outcome: list[T] = []
-    failure: list[Exception] = []
-
-    async def watch(scope: trio.CancelScope) -> None:
-        try:
-            while await stream.receive_some(RECEIVE_CHUNK):
-                pass
-        except (trio.BrokenResourceError, trio.ClosedResourceError, GbrError):
-            scope.cancel()
-            return
-        await trio.sleep_forever()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch, nursery.cancel_scope)
-        try:
-            outcome.append(await work)
-        except Exception as exc:  # raised below, outside the nursery (no exception group)
-            failure.append(exc)
-        nursery.cancel_scope.cancel()
-    if failure:
-        raise failure[0]
-    if not outcome:
-        raise StreamBroken("the caller reset the stream before the answer; call cancelled")
-    return outcome[0]
 
 
 def _parse_params(model: type[ModelT], params: dict[str, Any] | list[Any] | None) -> ModelT:

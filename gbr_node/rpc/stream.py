@@ -36,6 +36,10 @@ class ByteStream(Protocol):
 
     The trio errors become `StreamBroken` here; an adapter's `GbrError`
     passes through unchanged.
+
+    Optional: `cancel_on_break(scope: trio.CancelScope) -> None`, cancelling
+    `scope` once the stream is reset or its connection drops, without being
+    read (rpc/admission.py uses it when present).
     """
 
     async def receive_some(self, max_bytes: int) -> bytes | bytearray: ...

@@ -22,9 +22,11 @@ from gbr_node.tools.registry import CALLER
 class ToolRegistry(Protocol):
     """What a grant needs of `tools.registry.Registry`."""
 
+    def has(self, name: str) -> bool: ...
+
     def specs(self) -> list[dict[str, Any]]: ...
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any: ...
+    async def run(self, name: str, arguments: dict[str, Any]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,16 @@ class ProfileToolHost:
         return [s for s in grant.registry.specs() if _granted(grant, s["name"])]
 
     async def call_tool(self, grant: Grant, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Run a granted tool (`Registry.run`); UnknownTool when not granted or absent."""
-        if not _granted(grant, name):
+        """Run a granted tool (`Registry.run`).
+
+        Raises:
+            UnknownTool: the tool is not granted to this peer, or the profile
+                does not enable it here, or it does not exist. The message is
+                the same in every case and names no other tool, so a peer
+                learns nothing about tools it may not call (DESIGN.md,
+                security model; protocols/gbr-mcp-1.0.0.md section 8).
+        """
+        if not _granted(grant, name) or not grant.registry.has(name):
             raise UnknownTool(f"unknown tool {name!r}")
         CALLER.set((grant.peer_id, grant.alias))  # this task's context only
         result = await grant.registry.run(name, arguments)

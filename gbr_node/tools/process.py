@@ -18,13 +18,16 @@ Processes still running when the interpreter exits (the node stopped by
 Ctrl-C, SIGTERM or /quit mid-command) are killed then too
 (`kill_running_groups`, registered with `atexit`); after a SIGKILL of the node,
 confined commands die with the launcher's fork server, unconfined groups live
-on until their own end.
+on until their own end. A call that is abandoned while its program runs (the
+caller went away, its time limit ran out) sets the run's `CANCEL` event, and
+the program and what it started are killed within `_POLL_S`.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import logging
 import os
 import selectors
@@ -62,6 +65,13 @@ class Completed:
     stdout: bytes
     stderr: bytes
     dropped_bytes: int
+
+
+CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "gbr_cancel_run", default=None
+)
+"""Set by the async caller of a blocking tool (`Registry.run`) when it stops
+waiting for it; `run_bounded` then kills the program and returns."""
 
 
 class _Unconfined:
@@ -213,7 +223,9 @@ def run_bounded(
 
     Blocks at most about `timeout_s` seconds (plus the time a SIGKILL takes).
     stdin is /dev/null. When the time runs out, or when the program exits while
-    processes it started still run, they are all killed with SIGKILL.
+    processes it started still run, or when the caller sets the `CANCEL` event
+    of this context (checked every `_POLL_S` seconds), they are all killed
+    with SIGKILL.
     `policy` confines the program as `confinement(policy)` says (GBR-CONF-01);
     a confined program also gets its own TMPDIR and HOME (`confine.plan`).
 
@@ -234,12 +246,13 @@ def run_bounded(
     dropped = 0
     deadline = time.monotonic() + timeout_s
     exited = timed_out = False
+    cancel = CANCEL.get() or threading.Event()
     selector = selectors.DefaultSelector()
     try:
         for fd in (*kept, child.status):
             if fd is not None:
                 selector.register(fd, selectors.EVENT_READ)
-        while any(fd in kept for fd in selector.get_map()):
+        while any(fd in kept for fd in selector.get_map()) and not cancel.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = not exited
@@ -262,8 +275,8 @@ def run_bounded(
                 exited = True
                 child.kill()  # leftovers die with the command
                 deadline = min(deadline, time.monotonic() + _DRAIN_AFTER_EXIT_S)
-        if not exited and not timed_out:
-            timed_out = not _wait_exit(child, selector, deadline)
+        if not exited and not timed_out and not cancel.is_set():
+            timed_out = not _wait_exit(child, selector, deadline, cancel)
         exit_code = child.finish()
     finally:
         selector.close()
@@ -280,10 +293,12 @@ def run_bounded(
     )
 
 
-def _wait_exit(child: _Child, selector: selectors.BaseSelector, deadline: float) -> bool:
+def _wait_exit(
+    child: _Child, selector: selectors.BaseSelector, deadline: float, cancel: threading.Event
+) -> bool:
     """Both output pipes closed but the program still runs: wait for its exit until
-    `deadline`; False when the time ran out."""
-    while not child.has_exited():
+    `deadline` or until `cancel` is set; False when the time ran out."""
+    while not child.has_exited() and not cancel.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False

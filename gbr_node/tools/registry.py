@@ -16,6 +16,7 @@ import contextvars
 import copy
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,7 +27,7 @@ from gbr_node.config.profile import ALL_LOCAL_TOOLS, ToolsConfig
 from gbr_node.errors import ApprovalRequired, InvalidArguments, ToolError, UnknownTool
 from gbr_node.library.index import LibraryIndex
 from gbr_node.sandbox import Sandbox
-from gbr_node.tools import commands, files, search, tree
+from gbr_node.tools import commands, files, process, search, tree
 from gbr_node.tools.base import Tool, ToolResult
 from gbr_node.tools.library import library_tools
 
@@ -103,12 +104,21 @@ class Registry:
 
     async def run(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
         """`call` from async code: on the event loop for a `quick` tool, else in a
-        worker thread (abandoned, not killed, when cancelled). Raises like `call`;
+        worker thread. Cancelled, the thread is abandoned and a program it runs
+        is killed with its process group (`process.CANCEL`). Raises like `call`;
         the caller's context (`CALLER`) goes with it either way."""
         tool = self._tools.get(name)
         if tool is not None and tool.quick:
             return self.call(name, arguments)
-        return await trio.to_thread.run_sync(self.call, name, arguments, abandon_on_cancel=True)
+        stop = threading.Event()
+        token = process.CANCEL.set(stop)  # trio copies this context into the thread
+        try:
+            return await trio.to_thread.run_sync(self.call, name, arguments, abandon_on_cancel=True)
+        except trio.Cancelled:
+            stop.set()
+            raise
+        finally:
+            process.CANCEL.reset(token)
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
         """Run tool `name` with JSON `arguments` (None counts as `{}`); blocking

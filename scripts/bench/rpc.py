@@ -14,9 +14,9 @@ and the clients in this one:
                code on either side) echo of 1 KiB on a new stream, single and
                CONCURRENCY at a time; raw TCP echo of 1 KiB on one socket.
                The floor runs py-libp2p as shipped: importing gbr_node.p2p.host
-               patches Yamux window updates process-wide (yamux_window.py), so
-               this script puts the library's own method back for the floor's
-               phases.
+               patches Yamux and multistream-select process-wide
+               (yamux_window.py, yamux_guard.py, multistream_limit.py), so this
+               script puts the library's own methods back for the floor's phases.
   memory       resident memory (VmRSS) of the `serve` process when idle after
                start, and after the load
 
@@ -227,24 +227,35 @@ async def _measure(args: argparse.Namespace, work: Path) -> tuple[dict, dict, di
     from libp2p.crypto.x25519 import create_new_key_pair as x25519
     from libp2p.custom_types import TProtocol
     from libp2p.peer.peerinfo import info_from_p2p_addr
+    from libp2p.protocol_muxer import multiselect_communicator
     from libp2p.security.noise.transport import PROTOCOL_ID as NOISE
     from libp2p.security.noise.transport import Transport as NoiseTransport
     from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX
     from libp2p.stream_muxer.yamux.yamux import Yamux, YamuxStream
 
-    shipped = YamuxStream._auto_tune_and_send_window_update
-    from gbr_node.p2p.host import open_host  # patches Yamux window updates (yamux_window.py)
+    patched = [
+        (YamuxStream, "_auto_tune_and_send_window_update"),
+        (YamuxStream, "reset"),
+        (Yamux, "_write_frame"),
+        (Yamux, "_read_data_body"),
+        (multiselect_communicator, "read_delim"),
+    ]
+    shipped = [getattr(owner, name) for owner, name in patched]
+    # patches Yamux and multistream-select (yamux_window.py, yamux_guard.py, multistream_limit.py)
+    from gbr_node.p2p.host import open_host
 
-    ours_yamux = YamuxStream._auto_tune_and_send_window_update
+    our_patches = [getattr(owner, name) for owner, name in patched]
 
     @contextlib.contextmanager
     def as_shipped():
         """The floor's client side runs py-libp2p as shipped, as its server process does."""
-        YamuxStream._auto_tune_and_send_window_update = shipped
+        for (owner, name), value in zip(patched, shipped, strict=True):
+            setattr(owner, name, value)
         try:
             yield
         finally:
-            YamuxStream._auto_tune_and_send_window_update = ours_yamux
+            for (owner, name), value in zip(patched, our_patches, strict=True):
+                setattr(owner, name, value)
 
     from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
     from gbr_node.p2p.service import call_tool
@@ -351,7 +362,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="gbr-bench-rpc-") as tmp:
         ms, rates, memory = trio.run(_measure, args, Path(tmp))
-    print(f"loopback, 1 KiB payloads, {os.cpu_count()} CPUs; times in ms")
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"loopback, 1 KiB payloads, {os.cpu_count()} CPUs, load average {load}; times in ms")
     print(f"{'measure':<46}{'median':>9}{'p95':>9}{'min':>9}  target")
     rows = [
         ("connect (dial+Noise+Yamux) to serve", "connect", "median <= 15 ms"),

@@ -226,6 +226,15 @@ def children_running(parent_pid: int, program: str) -> list[int]:
     return found
 
 
+def is_running(pid: int) -> bool:
+    """Running (a zombie, killed but not reaped by PID 1, does not count)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def decode_frame(data: bytes) -> tuple[int, bytes]:
     """(body length, body) of the frame at the start of `data` (multiformats unsigned varint)."""
     value, shift = 0, 0

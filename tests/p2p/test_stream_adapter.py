@@ -131,3 +131,52 @@ async def test_stream_knows_its_peer_and_protocol():
             await stream.aclose()
 
     assert (stream.remote_peer_id, stream.protocol_id) == (server.peer_id, ECHO)
+
+
+@pytest.mark.parametrize("how", ["the caller resets the stream", "the caller disconnects"])
+async def test_a_handler_learns_at_once_that_its_caller_went_away_without_reading(how):
+    """`cancel_on_break` cancels a scope on a reset or a dropped connection (issue 13)."""
+    waiting, gone = trio.Event(), trio.Event()
+
+    async def wait_for_the_caller(stream: Libp2pByteStream, _remote: str) -> None:
+        with trio.CancelScope() as scope:
+            stream.cancel_on_break(scope)
+            waiting.set()
+            await trio.sleep_forever()
+        gone.set()
+
+    async with running_host() as server, running_host(()) as client:
+        server.set_stream_handler(SCRIPTED, wait_for_the_caller)
+        with trio.fail_after(10):
+            stream = await client.new_stream(server.addrs[0], SCRIPTED)
+            await stream.send_all(b"request")
+            await waiting.wait()
+            if how == "the caller resets the stream":
+                await stream.reset()
+            else:
+                await client.disconnect(server.peer_id)
+            await gone.wait()
+
+
+async def test_a_scope_registered_after_the_reset_is_cancelled_at_once():
+    reset_seen = trio.Event()
+    cancelled: list[bool] = []
+
+    async def register_late(stream: Libp2pByteStream, _remote: str) -> None:
+        with pytest.raises(StreamBroken):
+            while await stream.receive_some():
+                pass
+        with trio.CancelScope() as scope:
+            stream.cancel_on_break(scope)
+            await trio.sleep(5)
+        cancelled.append(scope.cancelled_caught)
+        reset_seen.set()
+
+    async with running_host() as server, running_host(()) as client:
+        server.set_stream_handler(SCRIPTED, register_late)
+        with trio.fail_after(10):
+            stream = await client.new_stream(server.addrs[0], SCRIPTED)
+            await stream.send_all(b"x")
+            await stream.reset()
+            await reset_seen.wait()
+    assert cancelled == [True]

@@ -21,7 +21,7 @@ from gbr_node.errors import (
 from gbr_node.rpc import codes
 from gbr_node.rpc.framing import FrameDecoder, encode_frame, encode_varint
 from gbr_node.rpc.server import CallRecord, Limits, RpcServer
-from tests.rpc.hosts import TRUSTED, ScriptedHost, VectorHost, exchange
+from tests.rpc.hosts import TRUSTED, ScriptedHost, VectorHost, exchange, open_served_stream
 
 PEER = "12D3KooWPeer"
 TEXT_RESULT = {"content": [{"type": "text", "text": "done"}], "isError": False}
@@ -245,9 +245,9 @@ async def test_notifications_reach_the_host_only_from_trusted_peers_and_only_not
         )
 
     assert await exchange(server, TRUSTED, note("notifications/approval_resolved")) == b""
-    assert (
-        await exchange(server, "12D3KooWStranger", note("notifications/approval_resolved")) == b""
-    )
+    # a stranger's stream is refused before it is read, notification or not
+    refused = answer(await exchange(server, "12D3KooWStranger", note("notifications/x")))
+    assert refused["id"] is None and refused["error"]["code"] == codes.UNAUTHORIZED_PEER
     assert await exchange(server, TRUSTED, note("tools/call")) == b""
     assert host.notifications == [("notifications/approval_resolved", {"a": 1})]
     assert host.calls == []
@@ -355,7 +355,133 @@ async def test_a_stream_broken_by_the_adapter_is_closed_quietly(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-class ResettableStream:
+class CountingStream:
+    """The server's end of an in-memory stream that counts the reads made on it."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+        self.reads = 0
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        self.reads += 1
+        return await self.inner.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes) -> None:
+        await self.inner.send_all(data)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["untrusted", "trusted-at-its-limit"])
+async def test_a_refused_stream_is_answered_before_a_byte_of_it_is_read(trusted: bool) -> None:
+    """GBR-DOS-01: an untrusted peer, or one at its limit, makes the server hold nothing:
+    the answer goes out while a 4 MiB request is still arriving."""
+    release = trio.Event()
+
+    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return TEXT_RESULT
+
+    host = VectorHost() if not trusted else ScriptedHost(call_tool)
+    server = RpcServer(host, Limits(max_concurrent_calls_per_peer=1))
+    peer = "12D3KooWStranger" if not trusted else PEER
+    client, served = trio.testing.memory_stream_pair()
+    counting = CountingStream(served)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            if trusted:  # its one slot is taken by a call still running
+                first = open_served_stream(nursery, server, peer)
+                await first.send_all(request("tools/call", {"name": "t"}))
+                await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(server.handle_stream, counting, peer)
+            await client.send_all(encode_varint(4 * 1024 * 1024) + b'{"jsonrpc"')
+            refused = answer(await client.receive_some())
+            release.set()
+    code = codes.BUSY if trusted else codes.UNAUTHORIZED_PEER
+    assert refused["id"] is None and refused["error"]["code"] == code
+    assert counting.reads == 0
+
+
+class ResettableStream(CountingStream):
+    """Reads block until `reset()`; then they raise, as a stream reset by the caller does."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        super().__init__(inner)
+        self._reset = trio.Event()
+        self.sent = b""
+
+    def reset(self) -> None:
+        self._reset.set()
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        async with trio.open_nursery() as nursery:
+            got: list[bytes] = []
+
+            async def read() -> None:
+                got.append(await self.inner.receive_some(max_bytes))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(read)
+            await self._reset.wait()
+            nursery.cancel_scope.cancel()
+        if got:
+            return got[0]
+        raise PeerUnreachable("stream reset by the caller")
+
+    async def send_all(self, data: bytes) -> None:
+        self.sent += data
+
+
+async def test_a_call_whose_stream_breaks_is_cancelled_and_its_slot_freed_at_once() -> None:
+    started, cancelled = trio.Event(), trio.Event()
+
+    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    records: list[CallRecord] = []
+    server = RpcServer(ScriptedHost(call_tool), on_call=records.append)
+    client, served = trio.testing.memory_stream_pair()
+    stream = ResettableStream(served)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.handle_stream, stream, PEER)
+            await client.send_all(request("tools/call", {"name": "t"}))
+            await started.wait()
+            assert server.active_calls(PEER) == 1
+            stream.reset()
+            await cancelled.wait()
+    assert server.active_calls(PEER) == 0
+    assert stream.sent == b"" and records == []
+
+
+async def test_a_caller_that_closes_its_sending_side_still_gets_its_answer() -> None:
+    """End of stream after the request is not abandonment (half-close)."""
+    release = trio.Event()
+
+    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return TEXT_RESULT
+
+    server = RpcServer(ScriptedHost(call_tool))
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            client = open_served_stream(nursery, server, PEER)
+            await client.send_all(request("tools/call", {"name": "t"}))
+            await client.send_stream.aclose()
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()
+            received = b""
+            while chunk := await client.receive_some():
+                received += chunk
+    assert answer(received)["result"] == TEXT_RESULT
+
+
+class BrokenOnResetStream:
     """A served stream that the test can reset: reads then raise BrokenResourceError, as
     the p2p adapter's do when the caller resets the stream or its connection dies."""
 
@@ -400,7 +526,7 @@ async def test_a_call_whose_caller_resets_the_stream_is_cancelled_at_once() -> N
 
     server = RpcServer(ScriptedHost(call_tool))
     client, inner = trio.testing.memory_stream_pair()
-    served = ResettableStream(inner)
+    served = BrokenOnResetStream(inner)
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.handle_stream, served, PEER)

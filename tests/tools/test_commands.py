@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
 
 from gbr_node.errors import InvalidArguments, SecurityViolation
 from tests.tools.conftest import SYSTEM_PATH
@@ -265,3 +266,29 @@ def test_endless_output_is_bounded_until_the_time_limit(make_registry):
     result = registry.call("run_command", {"argv": ["yes"], "timeout_s": 0.5})
     assert result.structured["timed_out"] and result.structured["output_truncated"]
     assert text_of(result).count("y\n") == 2048
+
+
+@pytest.mark.parametrize("confine", ["off", "auto"])
+@pytest.mark.parametrize(
+    "redirect", ["", "exec >/dev/null 2>&1\n"], ids=["output-pipes-open", "output-pipes-closed"]
+)
+async def test_a_cancelled_call_kills_the_command_and_what_it_started_at_once(
+    make_registry, bin_dir, root, redirect, confine
+):
+    """The caller stops waiting (its peer went away, issue 13): nothing it started lives on."""
+    nap = unique_nap()
+    spawner = make_program(
+        bin_dir, "spawner", f"{redirect}sleep {nap} &\necho $! > grand.pid\nwait"
+    )
+    registry = make_registry(
+        search_path=f"{bin_dir}:{SYSTEM_PATH}", **commands("spawner", confine=confine)
+    )
+    with trio.move_on_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(registry.run, "run_command", {"argv": ["spawner"]})
+            await trio.to_thread.run_sync(read_pid, root / "grand.pid")
+            cancelled = time.monotonic()
+            nursery.cancel_scope.cancel()
+    assert await trio.to_thread.run_sync(wait_no_process_with, nap, 2.0)
+    assert await trio.to_thread.run_sync(wait_no_process_with, str(spawner), 2.0)
+    assert time.monotonic() - cancelled < 2.0

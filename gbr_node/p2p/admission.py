@@ -1,0 +1,146 @@
+"""What inbound connections may make a node hold, and who gives way when it is full (GBR-DOS-01).
+
+Pure: numbers and tables, no sockets, no trio, no libp2p. `GbrSwarm`
+(swarm.py) drives them for every inbound TCP connection:
+
+1. Handshake: from TCP accept until Noise and Yamux are done, the connection
+   has a slot in `Handshakes`, at most `max_handshakes_per_address` per
+   remote IP address and `max_handshakes` in all, and at most
+   `handshake_timeout_s` seconds. When a new connection finds no room, an
+   older one in its handshake gives way (`Handshakes.admit`): first one that
+   has sent nothing yet, then one from the address holding the most slots,
+   then the oldest. Sockets that never send a byte are the cheapest flood
+   there is; they are also the first to go, so a peer that speaks gets in.
+2. Established, untrusted (its Noise-authenticated peer ID is not in the
+   profile): at most `max_untrusted` at once, each closed
+   `untrusted_grace_s` after its handshake, whatever it does, with at most
+   `max_streams_untrusted` streams and `untrusted_receive_bytes` of unread
+   data. It exists only to be told "unauthorized".
+3. Established, trusted: never counted against the above (room is always
+   left for them); closed after `idle_timeout_s` without a stream.
+
+Outbound connections (this node dialed them) are not limited here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+__all__ = ["ConnectionLimits", "Handshakes", "PendingHandshake"]
+
+YAMUX_WINDOW_BYTES = 256 * 1024
+"""The Yamux receive window a stream starts with (py-libp2p DEFAULT_WINDOW_SIZE): what a
+peer that follows flow control can send on a stream this node never reads."""
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Bounds on inbound connections (sizes in bytes, times in seconds); see the module docstring.
+
+    Defaults: an untrusted peer costs at most ~1 MiB while it lasts, so
+    `max_untrusted` of them stay within ~20 MiB; handshakes cost a few KiB each.
+    """
+
+    handshake_timeout_s: float = 5.0
+    max_handshakes: int = 64
+    max_handshakes_per_address: int = 8
+    max_untrusted: int = 32
+    untrusted_grace_s: float = 3.0
+    max_streams_untrusted: int = 2
+    untrusted_receive_bytes: int = 2 * YAMUX_WINDOW_BYTES + 128 * 1024
+    max_streams_trusted: int = 256
+    trusted_receive_bytes: int = 64 * 1024 * 1024
+    idle_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if value < 0 or (value == 0 and name != "untrusted_grace_s"):
+                raise ValueError(f"ConnectionLimits.{name} must be > 0, got {value!r}")
+        if self.max_handshakes_per_address > self.max_handshakes:
+            raise ValueError("ConnectionLimits.max_handshakes_per_address exceeds max_handshakes")
+
+
+class PendingHandshake(Protocol):
+    """What `Handshakes` needs to know of a connection in its handshake."""
+
+    @property
+    def address(self) -> str:
+        """The remote IP address."""
+        ...
+
+    @property
+    def has_spoken(self) -> bool:
+        """True once any byte arrived from the remote end."""
+        ...
+
+
+EntryT = TypeVar("EntryT", bound=PendingHandshake)
+
+
+class Handshakes(Generic[EntryT]):
+    """The connections in their handshake, by remote address, oldest first.
+
+    `admit(entry)` always takes the newcomer in and names who must give way
+    to keep within the limits; `release(entry)` forgets an entry whose
+    handshake ended (done, failed, timed out or given way).
+    """
+
+    def __init__(self, max_total: int, max_per_address: int) -> None:
+        if not 0 < max_per_address <= max_total:
+            raise ValueError(f"need 0 < max_per_address <= max_total, got {max_per_address}")
+        self.max_total = max_total
+        self.max_per_address = max_per_address
+        self._by_address: dict[str, list[tuple[int, EntryT]]] = {}
+        self._count = 0
+        self._admitted = 0  # serial number of the next entry: its age
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[EntryT]:
+        for entries in self._by_address.values():
+            for _serial, entry in entries:
+                yield entry
+
+    def count(self, address: str) -> int:
+        """Entries from `address` right now."""
+        return len(self._by_address.get(address, ()))
+
+    def admit(self, entry: EntryT) -> EntryT | None:
+        """Add `entry`; return the entry that must give way (already removed), or None.
+
+        From the newcomer's own address when that address is at its limit,
+        else from everyone when the table is full: one that has not spoken
+        before one that has, then one of the address holding the most, then
+        the oldest.
+        """
+        if self.count(entry.address) >= self.max_per_address:
+            candidates = list(self._by_address[entry.address])
+        elif self._count >= self.max_total:
+            candidates = [item for entries in self._by_address.values() for item in entries]
+        else:
+            candidates = []
+        victim = None
+        if candidates:
+            _serial, victim = min(
+                candidates,
+                key=lambda item: (item[1].has_spoken, -self.count(item[1].address), item[0]),
+            )
+            self.release(victim)
+        self._by_address.setdefault(entry.address, []).append((self._admitted, entry))
+        self._admitted += 1
+        self._count += 1
+        return victim
+
+    def release(self, entry: EntryT) -> None:
+        """Forget `entry`; a no-op when it is not in the table (already given way)."""
+        entries = self._by_address.get(entry.address)
+        if entries is None or not any(e is entry for _serial, e in entries):
+            return
+        entries[:] = [item for item in entries if item[1] is not entry]
+        self._count -= 1
+        if not entries:
+            del self._by_address[entry.address]
