@@ -43,8 +43,9 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
     """Check every path-like part of `args` against the sandbox.
 
     Absolute paths and paths with a `..` component are always resolved through
-    the sandbox; other relative parts are resolved when they name an existing
-    entry (a symlink planted in the root that leads out is refused). Each is
+    the sandbox; other relative parts are resolved when their first name is an
+    existing entry (a symlink planted in the root that leads out is refused,
+    and so is a new file under one: `cp a sub/link-out/new`). Each is
     checked lexically and as the kernel will follow it (symlinks first, then
     `..`: `link/../x` is where the link points, one folder up). Relative
     parts are taken from `cwd_relative`, the root-relative working folder.
@@ -64,8 +65,10 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
             if not part:
                 continue
             joined = part if os.path.isabs(part) else os.path.join(cwd_relative, part)
-            risky = os.path.isabs(part) or ".." in part.split("/")
-            if risky or os.path.lexists(os.path.join(sandbox.root, joined)):
+            names = [name for name in part.split("/") if name not in ("", ".")]
+            risky = os.path.isabs(part) or ".." in names
+            first = os.path.join(sandbox.root, cwd_relative, names[0]) if names else None
+            if risky or (first is not None and os.path.lexists(first)):
                 try:
                     sandbox.resolve(joined)
                     # The program gets the text as is, and the kernel follows a symlink

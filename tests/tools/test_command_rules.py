@@ -8,8 +8,11 @@ can never read through: the same must hold whatever flags a program is given.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -63,6 +66,15 @@ FOLLOWING = [
     (["tar", "chf", "a.tar", "sub"], _archived),
     (["tar", "-c", "-h", "-f", "a.tar", "sub"], _archived),
     (["tar", "-c", "--dereference", "-f", "a.tar", "sub"], _archived),
+    # a "--" that the option before it takes as its value ends no checks
+    (["grep", "-e", "--", "-R", "-e", "secret", "sub"], None),
+    (["grep", "--regexp", "--", "-R", "-e", "secret", "sub"], None),
+    (["grep", "-r", "--include", "--", "-R", "-e", "secret", "sub"], None),
+    (["ls", "-I", "--", "-RL", "sub"], None),
+    (["ls", "--ignore", "--", "-RL", "sub"], None),
+    (["du", "-a", "--exclude", "--", "-L", "sub"], None),
+    (["cp", "-r", "-S", "--", "-L", "sub", "copy"], _copied),
+    (["tar", "-cf", "--", "-h", "sub"], lambda root: SECRET.encode() in (root / "--").read_bytes()),
 ]
 
 
@@ -103,6 +115,101 @@ def test_diff_compares_links_as_links(make_registry, linked_root, outside, argv)
     text = text_of(registry.call("run_command", {"argv": argv}))
     assert "is a symbolic link" in text
     assert SECRET not in text
+
+
+def _tar_of(root: Path, name: str, data: bytes = b"written\n") -> None:
+    with tarfile.open(root / "in.tar", "w") as archive:
+        member = tarfile.TarInfo(name)
+        member.size = len(data)
+        archive.addfile(member, io.BytesIO(data))
+
+
+def _dst_with_a_link_out(root: Path, outside: Path) -> None:
+    (root / "src").mkdir()
+    (root / "src" / "x.txt").write_text("written\n")
+    (root / "dst").mkdir()
+    (root / "dst" / "x.txt").symlink_to(outside / "secret.txt")
+
+
+# (name, setup(root, outside) or None, argv): each would write outside the root through
+# sub/escape -> outside/, or through a symlink already at the destination
+WRITES_THROUGH_LINKS = [
+    ("cp_to_a_new_file_under_a_link", None, ["cp", "sub/mine.txt", "sub/escape/new.txt"]),
+    ("cp_over_a_link_in_a_folder", _dst_with_a_link_out, ["cp", "-r", "src/.", "dst"]),
+    ("cp_a_over_a_link_in_a_folder", _dst_with_a_link_out, ["cp", "-a", "src/.", "dst/"]),
+    ("sort_o_a_new_file_under_a_link", None, ["sort", "-o", "sub/escape/new.txt", "sub/mine.txt"]),
+    ("sort_output_glued", None, ["sort", "--output=sub/escape/new.txt", "sub/mine.txt"]),
+    ("sed_w_command", None, ["sed", "-n", "w sub/escape/new.txt", "sub/mine.txt"]),
+    ("sed_s_w_flag", None, ["sed", "s/inside/x/w sub/escape/new.txt", "sub/mine.txt"]),
+    ("tar_x_keep_directory_symlink", lambda r, o: _tar_of(r, "sub/escape/new.txt"),
+     ["tar", "-xf", "in.tar", "--keep-directory-symlink"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("setup", "argv"),
+    [c[1:] for c in WRITES_THROUGH_LINKS],
+    ids=[c[0] for c in WRITES_THROUGH_LINKS],
+)
+def test_no_program_writes_through_a_symlink_out_of_the_root(
+    make_registry, linked_root, outside, setup, argv
+) -> None:
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    if setup is not None:
+        setup(linked_root, outside)
+    registry = make_registry(**{"run_command": {"allow": [argv[0]]}})
+    with contextlib.suppress(SecurityViolation):  # refused, or run without following
+        registry.call("run_command", {"argv": argv})
+    after = {p.name: p.read_bytes() for p in outside.iterdir()}
+    assert after == before
+
+
+# (argv, the file its program would create): programs that run what they are told
+RUNS_PROGRAMS = [
+    (["env", "sh", "-c", "touch MARK"], "MARK"),
+    (["env", "FOO=1", "sh", "-c", "touch MARK"], "MARK"),
+    (["env", "-S", "sh -c 'touch MARK'"], "MARK"),
+    (["env", "--", "sh", "-c", "touch MARK"], "MARK"),
+    (["xargs", "sh", "-c", "touch MARK"], "MARK"),
+    (["xargs", "-a", "sub/mine.txt", "touch"], "inside"),
+    (["timeout", "5", "sh", "-c", "touch MARK"], "MARK"),
+    (["nice", "touch", "MARK"], "MARK"),
+    (["nohup", "touch", "MARK"], "MARK"),
+    (["setsid", "touch", "MARK"], "MARK"),
+    (["stdbuf", "-oL", "touch", "MARK"], "MARK"),
+    (["sed", "1e touch MARK", "sub/mine.txt"], "MARK"),
+    (["sed", "s/.*/touch MARK/e", "sub/mine.txt"], "MARK"),
+    (["awk", 'BEGIN { system("touch MARK") }'], "MARK"),
+    (["awk", 'BEGIN { print "x" | "sh -c \'touch MARK\'" }'], "MARK"),
+    (["make", "--eval=x:\n\ttouch MARK", "x"], "MARK"),
+    (["make", "-E", "x:\n\ttouch MARK", "x"], "MARK"),
+    (["python3", "-W", "--", "-c", "open('MARK', 'w')"], "MARK"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "made"), RUNS_PROGRAMS, ids=[" ".join(a) for a, _ in RUNS_PROGRAMS]
+)
+def test_no_allowed_program_starts_a_program_the_allow_list_does_not_name(
+    make_registry, linked_root, argv, made
+) -> None:
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    registry = make_registry(**{"run_command": {"allow": [argv[0]]}})
+    with contextlib.suppress(SecurityViolation):  # refused, or run sandboxed
+        registry.call("run_command", {"argv": argv})
+    assert not (linked_root / made).exists()
+
+
+def test_sed_still_edits_and_cp_still_copies(make_registry, linked_root) -> None:
+    registry = make_registry(**{"run_command": {"allow": ["sed", "cp"]}})
+    text = text_of(registry.call("run_command", {"argv": ["sed", "s/in/out/", "sub/mine.txt"]}))
+    assert "outside" in text
+    registry.call("run_command", {"argv": ["cp", "-r", "sub", "copy"]})
+    assert (linked_root / "copy" / "mine.txt").read_text() == "inside\n"
+    assert (linked_root / "copy" / "escape").is_symlink()
 
 
 def test_the_same_programs_without_those_flags_stay_inside(make_registry, linked_root) -> None:

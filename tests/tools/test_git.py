@@ -227,6 +227,31 @@ def _git_option(*args: str, external: bool = False):
     return setup
 
 
+def _alias_spelled(subcommand: str, *settings: tuple[str, str]):
+    """An alias `st` that runs `evil`, called as `subcommand` (git looks aliases up
+    ignoring case, and a mistyped name runs the one it resembles under autocorrect)."""
+
+    def setup(s: Scene):
+        s.config(repo(s.root / "sub"), ("alias.st", f"!{s.evil}"), *settings)
+        return ["-C", "sub", subcommand]
+
+    return setup
+
+
+def _external_diff_after(*args: str):
+    """`diff.external` set, and `--ext-diff` behind a `--` that an option takes as its value."""
+
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        (nested / "a.txt").write_text("changed\n")
+        git(nested, "commit", "-qam", "two")
+        (nested / "a.txt").write_text("changed again\n")
+        s.config(nested, ("diff.external", s.evil))
+        return ["-C", "sub", *args]
+
+    return setup
+
+
 # (name, setup returning git's argv[1:]); every setup makes git run `evil` today
 SIDE_DOORS = [
     ("root_repository_fsmonitor", _root_fsmonitor),
@@ -258,7 +283,18 @@ SIDE_DOORS = [
     ("grep_open_files_abbreviated", _git_option("grep", "--open-files={evil}", "changed")),
     ("diff_ext_diff", _git_option("diff", "--ext-diff", external=True)),
     ("log_ext_diff", _git_option("log", "-p", "--ext-diff", "-1", external=True)),
-]
+    ("alias_in_capitals", _alias_spelled("ST")),
+    ("alias_in_mixed_case", _alias_spelled("sT")),
+    ("alias_by_autocorrect", _alias_spelled("sx", ("help.autocorrect", "-1"))),
+    ("alias_by_autocorrect_immediate", _alias_spelled("ts", ("help.autoCorrect", "immediate"))),
+    ("log_decorate_refs_takes_dashdash", _external_diff_after("log", "--decorate-refs", "--",
+                                                              "--ext-diff", "-p", "-1")),
+    ("show_decorate_refs_exclude_takes_dashdash", _external_diff_after(
+        "show", "--decorate-refs-exclude", "--", "--ext-diff")),
+    ("diff_no_index_src_prefix_takes_dashdash", _external_diff_after(
+        "diff", "--no-index", "--src-prefix", "--", "--ext-diff", "a.txt", ".git/config")),
+    ("grep_e_takes_dashdash", _git_option("grep", "-e", "--", "-O{evil}", "-e", "changed")),
+]  # fmt: skip
 
 
 @pytest.fixture
@@ -317,6 +353,42 @@ def _alias(s: Scene):
     return ["-C", "sub", "st"]
 
 
+def _naming_outside(*settings: tuple[str, str], args: tuple[str, ...] = ("log",)):
+    """A nested repository whose config names files outside the root (`{secret}`, a
+    file `{config}` of settings, or a repository `{repo}` holding a blob)."""
+
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        elsewhere = repo(s.outside / "elsewhere")
+        (s.outside / "settings.cfg").write_text("[user]\n\tname = outside secret\n")
+        names = {
+            "secret": str(s.outside / "elsewhere-secret.txt"),
+            "config": str(s.outside / "settings.cfg"),
+            "repo": str(elsewhere),
+            "relative": os.path.relpath(s.outside / "elsewhere-secret.txt", nested),
+        }
+        for key, value in settings:
+            s.config(nested, (key, value.format(**names)))
+        return ["-C", "sub", *args]
+
+    return setup
+
+
+def _lazy_fetch(s: Scene):
+    elsewhere = repo(s.outside / "elsewhere", "outside secret\n")
+    blob = git(elsewhere, "rev-parse", "HEAD:a.txt").strip()
+    s.config(elsewhere, ("uploadpack.allowAnySHA1InWant", "true"))
+    nested = repo(s.root / "sub")
+    s.config(
+        nested,
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", "origin"),
+        ("remote.origin.url", f"file://{elsewhere}"),
+        ("remote.origin.promisor", "true"),
+    )
+    return ["-C", "sub", "show", blob]  # the blob is missing: a partial clone fetches it
+
+
 # (name, setup); git would read outside the root, or run an alias: refused
 REFUSED = [
     ("git_file_pointing_outside", _git_file_outside),
@@ -325,7 +397,21 @@ REFUSED = [
     ("common_dir_outside", _common_dir_outside),
     ("object_alternates_outside", _alternates_outside),
     ("repository_alias", _alias),
-]
+    ("mailmap_file_outside", _naming_outside(("mailmap.file", "{secret}"), args=("log",))),
+    ("blame_ignore_revs_file_outside", _naming_outside(
+        ("blame.ignoreRevsFile", "{secret}"), args=("blame", "a.txt"))),
+    ("blame_ignore_revs_file_climbing", _naming_outside(
+        ("blame.ignoreRevsFile", "{relative}"), args=("blame", "a.txt"))),
+    ("include_of_a_file_outside", _naming_outside(("include.path", "{config}"))),
+    ("include_from_home", _naming_outside(("include.path", "~/.gitconfig"))),
+    ("conditional_include_outside", _naming_outside(("includeIf.gitdir:/.path", "{config}"))),
+    ("exclude_file_outside", _naming_outside(("core.excludesFile", "{secret}"), args=("status",))),
+    ("remote_outside_fetched", _naming_outside(("remote.origin.url", "{repo}"),
+                                               args=("fetch", "origin"))),
+    ("remote_outside_as_file_url", _naming_outside(("remote.o.url", "file://{repo}"),
+                                                   args=("ls-remote", "o"))),
+    ("partial_clone_fetching_from_outside", _lazy_fetch),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("setup", [c[1] for c in REFUSED], ids=[c[0] for c in REFUSED])
@@ -336,6 +422,32 @@ def test_git_is_refused_where_it_would_leave_the_root(make_registry, scene: Scen
     with pytest.raises(SecurityViolation):
         registry.call("run_command", {"argv": ["git", *args]})
     assert not scene.marker.exists()
+
+
+def test_the_roots_own_repository_may_name_files_outside(make_registry, scene: Scene) -> None:
+    top = repo(scene.root)
+    (scene.outside / "mailmap").write_text("Someone Else <t@example.org>\n")
+    scene.config(top, ("mailmap.file", str(scene.outside / "mailmap")))
+    registry = make_registry(**{"run_command": {"allow": ["git"]}})
+    argv = ["git", "log", "--format=%aN"]
+    assert "Someone Else" in text_of(registry.call("run_command", {"argv": argv}))
+
+
+def test_git_never_writes_a_protected_file_where_the_agent_says(make_registry, scene) -> None:
+    top = repo(scene.root)
+    before = (top / ".git" / "config").read_bytes()
+    registry = make_registry(**{"run_command": {"allow": [
+        {"name": "git", "subcommands": ["log"], "deny_args": ["--output"]}]}})  # fmt: skip
+    fsmonitor = "--format=[core]%n%x09fsmonitor = touch pwned"
+    for args in (
+        ["log", "--decorate-refs", "--", "--output=.git/config", fsmonitor, "-1"],
+        ["log", "--decorate-refs-exclude", "--", "--outp=.git/config", fsmonitor, "-1"],
+        ["log", "-L", "--", "--output=.git/config", "-1"],
+        ["log", "--output=.git/config", fsmonitor, "-1"],
+    ):
+        with pytest.raises(SecurityViolation):
+            registry.call("run_command", {"argv": ["git", *args]})
+    assert (top / ".git" / "config").read_bytes() == before
 
 
 def test_the_roots_own_repository_works_even_with_its_git_dir_elsewhere(
