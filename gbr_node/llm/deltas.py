@@ -18,9 +18,12 @@ LM Studio, OpenRouter, DeepSeek):
   `{}{"p": 1}` is never what the call gets); tool calls ending with
   finish_reason "stop";
 - an error object (`{"error": {...}}`, Gemini's `[{"error": {...}}]`, vLLM's
-  `{"object": "error", "message": ..., "code": ...}`, or an SSE
-  `event: error`) in the middle of the stream: the partial text is kept, the
-  result marked partial and its error is the server's message.
+  `{"object": "error", "message": ..., "code": ...}`, `{"type": "error",
+  ...}`, an SSE `event: error`, or llama.cpp's `error:` field) in the middle
+  of the stream: the partial text is kept, the result marked partial and its
+  error is the server's message; a `finish_reason` of "error" (OpenRouter's
+  mid-stream failures) ends the turn the same way, with or without an error
+  object beside it.
 
 A tool call is runnable only when the stream ended normally ([DONE] or a
 finish_reason, and no error) and its arguments parse strictly as a JSON
@@ -50,8 +53,9 @@ _ERROR_TEXT_LIMIT = 500
 
 
 def _is_error_object(body: Mapping[str, Any]) -> bool:
-    """vLLM's error chunk: `{"object": "error", "message": ..., "type": ..., "code": ...}`."""
-    return body.get("object") == "error"
+    """vLLM's error chunk: `{"object": "error", "message": ..., "type": ..., "code": ...}`,
+    or `{"type": "error", ...}` as Anthropic-style servers and proxies send it."""
+    return body.get("object") == "error" or body.get("type") == "error"
 
 
 def new_call_id() -> str:
@@ -71,7 +75,7 @@ def error_message(body: object) -> str | None:
         body = body[0]
     if not isinstance(body, Mapping):
         return None
-    error = body if _is_error_object(body) else body.get("error")
+    error = body.get("error") or (body if _is_error_object(body) else None)
     if isinstance(error, str) and error:
         return error[:_ERROR_TEXT_LIMIT]
     if isinstance(error, Mapping):
@@ -134,7 +138,9 @@ class DeltaAssembler:
             chunk = json.loads(data)
         except ValueError:
             chunk = None
-        if event == "error":
+        if event == "error":  # its data is the error itself, or a body holding one
+            if isinstance(chunk, Mapping) and "error" not in chunk:
+                chunk = {"error": chunk}
             self._error = error_message(chunk) or data.strip()[:_ERROR_TEXT_LIMIT] or "error"
             return []
         if chunk is None:
@@ -163,6 +169,8 @@ class DeltaAssembler:
                 events += self._choice(choice.get("delta") or choice.get("message") or {})
                 if choice.get("finish_reason"):
                     self._finish_reason = str(choice["finish_reason"])
+        if self._finish_reason == "error":
+            self._error = "the model server stopped the answer with an error (finish_reason error)"
         return events
 
     def feed_message(self, body: object) -> list[Event]:

@@ -238,6 +238,18 @@ ERROR_CASES = [
     ("vllm_error_chunk_without_code", {"object": "error", "message": "bad request"},
      "bad request"),
     ("data_not_json", "not json at all", "not JSON"),
+    ("typed_error_chunk", {"type": "error", "message": "proxy gave up"}, "proxy gave up"),
+    ("anthropic_style_error_chunk",
+     {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+     "Overloaded [overloaded_error]"),
+    ("openrouter_finish_reason_error_with_its_error",
+     {"id": "gen-1", "object": "chat.completion.chunk", "provider": "x",
+      "error": {"code": 502, "message": "Provider disconnected"},
+      "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]},
+     "Provider disconnected [502]"),
+    ("finish_reason_error_alone",
+     {"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]},
+     "finish_reason error"),
 ]  # fmt: skip
 
 
@@ -254,6 +266,12 @@ def test_error_in_the_middle_keeps_partial_text_and_marks_it(bad: Any, message: 
     assert completion.message == {"role": "assistant", "content": "half "}
     assert completion.tool_calls == ()
     assert completion.invalid_tool_calls[0].reason.startswith("the answer ended before")
+
+
+def test_finish_reason_error_then_done_is_still_an_error() -> None:
+    bad = {"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}
+    _, completion = assemble(delta(content="half "), bad, "[DONE]")
+    assert completion.partial and "finish_reason error" in completion.error
 
 
 def test_sse_error_event_ends_the_turn_with_its_message() -> None:
