@@ -29,7 +29,9 @@ every git run gets, whatever its repository says:
   a config read from a file outside the root, or a setting that names a file
   or a local repository outside it (`mailmap.file`, `blame.ignoreRevsFile`,
   `include.path`, a remote's local URL, from which a partial clone fetches by
-  itself), is refused: git would read outside the root;
+  itself, a `url.<base>.insteadOf` rewriting to one), is refused: git would
+  read outside the root; so is `git submodule` when `.gitmodules` (which the
+  agent can write in any repository) names a local URL outside the root;
 - `--no-ext-diff` after `diff` (the only subcommand that runs `diff.external`
   without being asked; `--ext-diff` itself is refused by `tools.flags`);
 - a check of where git will work (`git rev-parse`): a repository whose git
@@ -224,6 +226,9 @@ def refuse_paths_outside(entries: Sequence[ConfigEntry], root: Path, bases: Sequ
             named.append((entry.origin[len("file:") :], f"{entry.key} comes from"))
         if entry.key not in _OVERRIDDEN and not _disarmed(entry.key) and _names_a_path(entry.value):
             named.append((entry.value.removeprefix("file://"), f"{entry.key} names"))
+        section, base_url, _ = _split_key(entry.key)
+        if section == "url" and base_url is not None and _names_a_path(base_url):
+            named.append((base_url.removeprefix("file://"), f"{entry.key} rewrites URLs to"))
         for path, says in named:
             for base in bases:
                 where = Path(os.path.realpath(base / os.path.expanduser(path)))
@@ -325,7 +330,10 @@ class GitGuard:
         if repository.work_tree is not None:
             gitmodules = repository.work_tree / ".gitmodules"
             if gitmodules.is_file():  # names the submodules to keep out of sight
-                entries += self._config(parts.globals, cwd, ["--file", str(gitmodules)], True)
+                listed = self._config(parts.globals, cwd, ["--file", str(gitmodules)], True)
+                if parts.subcommand == "submodule":  # clones and fetches from their URLs
+                    refuse_paths_outside(listed, self._root, [repository.work_tree])
+                entries += listed
         return command_line(self._git, parts, config_settings(entries, parts.subcommand))
 
     def _allowed(self, repository: Repository) -> bool:

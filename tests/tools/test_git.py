@@ -368,10 +368,24 @@ def _naming_outside(*settings: tuple[str, str], args: tuple[str, ...] = ("log",)
             "relative": os.path.relpath(s.outside / "elsewhere-secret.txt", nested),
         }
         for key, value in settings:
-            s.config(nested, (key, value.format(**names)))
+            s.config(nested, (key.format(**names), value.format(**names)))
         return ["-C", "sub", *args]
 
     return setup
+
+
+def _submodule_from_outside(s: Scene):
+    repo(s.outside / "elsewhere", "outside secret\n")
+    top = repo(s.root)
+    module = repo(top / "mod")
+    git(top, "submodule", "add", "-q", "./mod", "mod")
+    git(top, "commit", "-qm", "module")
+    shutil.rmtree(module)
+    (top / ".gitmodules").write_text(  # what the agent may write: .gitmodules is no .git/
+        f'[submodule "mod"]\n\tpath = mod\n\turl = {s.outside / "elsewhere"}\n'
+    )
+    git(top, "submodule", "sync", "-q")
+    return ["submodule", "update", "--init"]
 
 
 def _lazy_fetch(s: Scene):
@@ -411,6 +425,9 @@ REFUSED = [
     ("remote_outside_as_file_url", _naming_outside(("remote.o.url", "file://{repo}"),
                                                    args=("ls-remote", "o"))),
     ("partial_clone_fetching_from_outside", _lazy_fetch),
+    ("url_rewritten_to_a_repository_outside", _naming_outside(
+        ("url.{repo}.insteadOf", "mirror:"), args=("ls-remote", "mirror:x"))),
+    ("submodule_url_outside_in_the_roots_own_repository", _submodule_from_outside),
 ]  # fmt: skip
 
 
