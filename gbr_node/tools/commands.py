@@ -26,6 +26,8 @@ The rules (issue 2, "Local tools"; DESIGN.md, "Security model"):
   is best effort: a program may still find paths by itself.
 - cwd is inside the root; the time limit and the output cap come from the
   profile; the environment is scrubbed of secrets and code-injection variables.
+- git runs alone: no tool call changes the root between its config check and
+  its end (`tools.rootlock`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from gbr_node.tools.flags import (
 from gbr_node.tools.git import GitGuard
 from gbr_node.tools.guards import resolve_path_args, scrubbed_environment
 from gbr_node.tools.process import run_bounded
+from gbr_node.tools.rootlock import root_lock
 
 log = logging.getLogger(__name__)
 
@@ -233,19 +236,26 @@ class CommandRunner:
         return Prepared(guard.prepare(parts, where.path), where.path, guard.env)
 
     def run(self, params: RunCommandParams) -> ToolResult:
-        """The `run_command` handler: exit code, stdout, stderr; non-zero is an error."""
-        command = self.check(params.argv, params.cwd)
+        """The `run_command` handler: exit code, stdout, stderr; non-zero is an error.
+
+        git runs holding the root's lock exclusively from its config check to its
+        end, every other command shared (`tools.rootlock`)."""
         limit = self._config.timeout_s
         timeout = limit if params.timeout_s is None else min(params.timeout_s, limit)
         cap = self._config.max_output_bytes
-        done = run_bounded(
-            command.argv,
-            cwd=command.cwd,
-            env=command.env,
-            timeout_s=timeout,
-            max_output_bytes=cap,
-            policy=self._policy,
-        )
+        program = self.allowed.get(params.argv[0])
+        changes = root_lock(self._sandbox.root)
+        git = program is not None and "git" in program.kinds
+        with changes.exclusive(timeout) if git else changes.shared():
+            command = self.check(params.argv, params.cwd)
+            done = run_bounded(
+                command.argv,
+                cwd=command.cwd,
+                env=command.env,
+                timeout_s=timeout,
+                max_output_bytes=cap,
+                policy=self._policy,
+            )
         lines = [f"$ {shlex.join(params.argv)}"]
         if done.timed_out:
             lines.append(f"timed out after {timeout:g} s; the process group was killed")

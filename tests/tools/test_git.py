@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -448,6 +449,39 @@ def test_the_roots_own_repository_may_name_files_outside(make_registry, scene: S
     registry = make_registry(**{"run_command": {"allow": ["git"]}})
     argv = ["git", "log", "--format=%aN"]
     assert "Someone Else" in text_of(registry.call("run_command", {"argv": argv}))
+
+
+def test_a_config_written_by_a_parallel_tool_call_never_lands_between_check_and_run(
+    make_registry, scene: Scene
+) -> None:
+    """A peer (or the model's parallel calls) rewrites a nested repository's config
+    through write_file while git runs there: the driver it adds must never run."""
+    _textconv(["show"])(scene)
+    config = "sub/.git/config"
+    benign = (scene.root / config).read_text()
+    armed = benign + f'[diff "x"]\n\ttextconv = {scene.evil}\n'
+    git(scene.root / "sub", "config", "--unset", "diff.x.textconv")
+    benign = (scene.root / config).read_text()
+    registry = make_registry(**{"run_command": {"allow": ["git"]}})
+    done = threading.Event()
+
+    def rewrite() -> None:
+        while not done.is_set():
+            for text in (armed, benign):
+                registry.call("write_file", {"path": config, "content": text})
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        for _ in range(40):
+            with contextlib.suppress(SecurityViolation):
+                registry.call("run_command", {"argv": ["git", "-C", "sub", "show"]})
+            if scene.marker.exists():
+                break
+    finally:
+        done.set()
+        writer.join()
+    assert not scene.marker.exists(), scene.marker.read_text()
 
 
 def test_git_never_writes_a_protected_file_where_the_agent_says(make_registry, scene) -> None:
