@@ -6,11 +6,13 @@ Source of the wire shapes: OpenAI chat-completions streaming
 compatible servers actually send (Gemini, Ollama, vLLM, llama.cpp,
 LM Studio, OpenRouter, DeepSeek):
 
-- a usage-only chunk whose `choices` is empty or null;
+- a usage-only chunk whose `choices` is empty or null; a chunk whose only
+  choice has an index other than 0 (one per token, as Foundry Local sends);
 - reasoning under `reasoning_content` or `reasoning` (one is taken per delta);
 - tool-call fragments without `index`; every parallel call at index 0 with
   different ids; no ids (unique `call_<hex>` ids are generated); the id sent
-  inside `function` instead of beside it; the name repeated or blanked in
+  inside `function` instead of beside it; one id with the name and another
+  with every later fragment of the same call; the name repeated or blanked in
   later fragments; whole arguments at once, or as a JSON object instead of a
   string; the complete arguments re-sent in the final chunk (not doubled);
   arguments first sent as an empty placeholder `{}` and then as the real
@@ -164,8 +166,12 @@ class DeltaAssembler:
         if isinstance(chunk.get("usage"), Mapping):
             self._usage = dict(chunk["usage"])
         events: list[Event] = []
-        for choice in chunk.get("choices") or ():
-            if isinstance(choice, Mapping) and choice.get("index", 0) in (0, None):
+        choices = chunk.get("choices") or ()
+        for choice in choices:
+            if not isinstance(choice, Mapping):
+                continue
+            # the first choice; a chunk's only choice is it whatever its index says
+            if len(choices) == 1 or choice.get("index", 0) in (0, None):
                 events += self._choice(choice.get("delta") or choice.get("message") or {})
                 if choice.get("finish_reason"):
                     self._finish_reason = str(choice["finish_reason"])
@@ -279,8 +285,8 @@ class DeltaAssembler:
         else:
             candidate = self._slots[-1] if self._slots else None
         if candidate is not None and not _starts_new_call(candidate, call_id, name, arguments):
-            if call_id is not None:
-                candidate.id = call_id
+            if candidate.id is None:
+                candidate.id = call_id  # the first id the call is given stays its id
             return candidate
         slot = _Slot(index, call_id)
         self._slots.append(slot)
@@ -290,7 +296,10 @@ class DeltaAssembler:
 def _starts_new_call(slot: _Slot, call_id: str | None, name: str, arguments: str) -> bool:
     """Whether a fragment routed to `slot` is in fact another call."""
     if call_id is not None and slot.id is not None:
-        return True  # a different id (same ids were matched before)
+        # A different id (same ids were matched before) is another call, unless the
+        # fragment names no tool while this call's arguments are still being written:
+        # some servers send one id with the name and another with every later piece.
+        return bool(name) or bool(_as_object(slot.arguments))
     if name and slot.name and name != slot.name:
         return True
     # Same name, no telling id: a second whole call after a complete one (an

@@ -147,6 +147,35 @@ TOOL_CASES = [
     ("placeholder_without_index_or_id_then_arguments", [
         calls(call(name="read", args="{}")), calls(call(args='{"p": 1}')), STOP, DONE,
     ], [("gen_1", "read", {"p": 1})]),
+    ("id_inside_function_only_on_a_later_fragment", [
+        calls(call(0, name="read", args="")),
+        calls({"index": 0, "function": {"id": "f1", "arguments": '{"p": 1}'}}),
+        delta("tool_calls"), DONE,
+    ], [("f1", "read", {"p": 1})]),
+    ("placeholder_then_the_object_byte_by_byte_with_the_id_in_function", [
+        calls({"index": 0, "function": {"id": "f1", "name": "read", "arguments": "{}"}}),
+        *[calls({"index": 0, "function": {"id": "f1", "arguments": c}}) for c in '{"p": "{}"}'],
+        delta("tool_calls"), DONE,
+    ], [("f1", "read", {"p": "{}"})]),
+    ("empty_string_then_the_object_byte_by_byte", [
+        calls(call(0, "a", "read", "")), *[calls(call(0, args=c)) for c in '{"p": 1}'],
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    # Poolside: one id with the name, another with every later fragment of the call.
+    ("id_changing_after_the_first_fragment", [
+        calls(call(0, "a", "read", "")), calls(call(0, "b", args='{"p"')),
+        calls(call(0, "b", args=": 1}")), delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("id_changing_after_a_placeholder", [
+        calls(call(0, "a", "read", "{}")), calls(call(0, "b", args='{"p": 1}')),
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    # Foundry Local: a chunk's only choice comes with a running index.
+    ("only_choice_with_a_running_index", [
+        {"choices": [{"index": 7, "delta": {"tool_calls": [call(0, "a", "read", '{"p"')]}}]},
+        {"choices": [{"index": 8, "delta": {"tool_calls": [call(0, args=": 1}")]}}]},
+        {"choices": [{"index": 9, "delta": {}, "finish_reason": "tool_calls"}]}, DONE,
+    ], [("a", "read", {"p": 1})]),
 ]  # fmt: skip
 
 
