@@ -30,8 +30,10 @@ every git run gets, whatever its repository says:
   or a local repository outside it (`mailmap.file`, `blame.ignoreRevsFile`,
   `include.path`, a remote's local URL, from which a partial clone fetches by
   itself, a `url.<base>.insteadOf` rewriting to one), is refused: git would
-  read outside the root; so is `git submodule` when `.gitmodules` (which the
-  agent can write in any repository) names a local URL outside the root;
+  read outside the root; so is a rebase there whose todo list holds `exec`
+  lines (`git rebase --continue` runs them), and `git submodule` wherever
+  `.gitmodules` (which the agent can write in any repository) names a local
+  URL outside the root;
 - `--no-ext-diff` after `diff` (the only subcommand that runs `diff.external`
   without being asked; `--ext-diff` itself is refused by `tools.flags`);
 - a check of where git will work (`git rev-parse`): a repository whose git
@@ -240,6 +242,29 @@ def refuse_paths_outside(entries: Sequence[ConfigEntry], root: Path, bases: Sequ
                     )
 
 
+def refuse_commands_to_come(git_dir: Path) -> None:
+    """Refuse a rebase whose todo list (`rebase-merge/git-rebase-todo` in `git_dir`,
+    a file the agent can write in a nested repository) holds `exec` lines, which
+    `git rebase --continue` would run.
+
+    Raises:
+        SecurityViolation: naming the first such line.
+    """
+    todo = git_dir / "rebase-merge" / "git-rebase-todo"
+    try:
+        lines = todo.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        words = line.split(maxsplit=1)
+        if words and words[0] in ("exec", "x"):
+            raise SecurityViolation(
+                f"the unfinished rebase of this repository would run {line.strip()!r} "
+                f"(from {todo}); refused in a repository nested in the root",
+                line.strip(),
+            )
+
+
 def command_line(executable: str, parts: GitParts, settings: Sequence[str]) -> list[str]:
     """The argv that runs `parts` with `--no-pager`, FIXED_SETTINGS and `settings`
     before the user's arguments, and `--no-ext-diff` right after `diff`."""
@@ -327,6 +352,8 @@ class GitGuard:
         if repository != self._own_repository():
             bases = [p for p in (cwd, repository.work_tree, repository.git_dir) if p is not None]
             refuse_paths_outside(entries, self._root, bases)
+            if parts.subcommand == "rebase":
+                refuse_commands_to_come(repository.git_dir)
         if repository.work_tree is not None:
             gitmodules = repository.work_tree / ".gitmodules"
             if gitmodules.is_file():  # names the submodules to keep out of sight

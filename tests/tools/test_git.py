@@ -389,6 +389,24 @@ def _submodule_from_outside(s: Scene):
     return ["submodule", "update", "--init"]
 
 
+def _rebase_todo(*lines: str):
+    """A nested repository stopped in an interactive rebase whose todo list, which
+    the agent can write, holds `lines`."""
+
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        (nested / "a.txt").write_text("two\n")
+        git(nested, "commit", "-qam", "two")
+        env = {**ENV, "GIT_SEQUENCE_EDITOR": "sed -i '1i break'"}
+        subprocess.run(["git", "rebase", "-q", "-i", "HEAD~1"], cwd=nested, env=env,
+                       capture_output=True, check=True)  # fmt: skip
+        todo = nested / ".git" / "rebase-merge" / "git-rebase-todo"
+        todo.write_text("".join(line.format(evil=s.evil) + "\n" for line in lines))
+        return ["-C", "sub", "rebase", "--continue"]
+
+    return setup
+
+
 def _lazy_fetch(s: Scene):
     elsewhere = repo(s.outside / "elsewhere", "outside secret\n")
     blob = git(elsewhere, "rev-parse", "HEAD:a.txt").strip()
@@ -404,7 +422,7 @@ def _lazy_fetch(s: Scene):
     return ["-C", "sub", "show", blob]  # the blob is missing: a partial clone fetches it
 
 
-# (name, setup); git would read outside the root, or run an alias: refused
+# (name, setup); git would read outside the root, or run an alias or a rebase todo: refused
 REFUSED = [
     ("git_file_pointing_outside", _git_file_outside),
     ("work_tree_outside", _work_tree_outside),
@@ -429,6 +447,8 @@ REFUSED = [
     ("url_rewritten_to_a_repository_outside", _naming_outside(
         ("url.{repo}.insteadOf", "mirror:"), args=("ls-remote", "mirror:x"))),
     ("submodule_url_outside_in_the_roots_own_repository", _submodule_from_outside),
+    ("rebase_todo_exec", _rebase_todo("exec {evil}")),
+    ("rebase_todo_x_after_picks", _rebase_todo("# comment", "  x {evil} --now")),
 ]  # fmt: skip
 
 
