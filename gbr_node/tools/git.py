@@ -29,7 +29,8 @@ every git run gets, whatever its repository says:
   a config read from a file outside the root, or a setting that names a file
   or a local repository outside it (`mailmap.file`, `blame.ignoreRevsFile`,
   `include.path`, a remote's local URL, from which a partial clone fetches by
-  itself, a `url.<base>.insteadOf` rewriting to one), is refused: git would
+  itself, a `url.<base>.insteadOf` rewriting to one, the old `remotes/` and
+  `branches/` files of its git dir), is refused: git would
   read outside the root; so is a rebase there whose todo list holds `exec`
   lines (`git rebase --continue` runs them), and `git submodule` wherever
   `.gitmodules` (which the agent can write in any repository) names a local
@@ -242,6 +243,28 @@ def refuse_paths_outside(entries: Sequence[ConfigEntry], root: Path, bases: Sequ
                     )
 
 
+def legacy_remotes(common_dir: Path) -> list[ConfigEntry]:
+    """The remote URLs a repository names outside its config: the files of
+    `remotes/` (`URL: ...` lines) and `branches/` (`URL#branch`) that git still
+    reads (gitrepository-layout(5)), as entries `refuse_paths_outside` checks."""
+    found = []
+    for folder, prefix in (("remotes", "URL:"), ("branches", "")):
+        try:
+            files = sorted((common_dir / folder).iterdir())
+        except OSError:
+            continue
+        for path in files:
+            try:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines if prefix else lines[:1]:
+                if line.startswith(prefix):
+                    url = line[len(prefix) :].strip().split("#", 1)[0]
+                    found.append(ConfigEntry(f"file:{path}", f"{folder}/{path.name}", url))
+    return found
+
+
 def refuse_commands_to_come(git_dir: Path) -> None:
     """Refuse a rebase whose todo list (`rebase-merge/git-rebase-todo` in `git_dir`,
     a file the agent can write in a nested repository) holds `exec` lines, which
@@ -351,7 +374,8 @@ class GitGuard:
         entries = self._config(parts.globals, cwd, [])
         if repository != self._own_repository():
             bases = [p for p in (cwd, repository.work_tree, repository.git_dir) if p is not None]
-            refuse_paths_outside(entries, self._root, bases)
+            named = [*entries, *legacy_remotes(repository.common_dir)]
+            refuse_paths_outside(named, self._root, bases)
             if parts.subcommand == "rebase":
                 refuse_commands_to_come(repository.git_dir)
         if repository.work_tree is not None:

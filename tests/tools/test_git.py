@@ -407,19 +407,31 @@ def _rebase_todo(*lines: str):
     return setup
 
 
-def _lazy_fetch(s: Scene):
-    elsewhere = repo(s.outside / "elsewhere", "outside secret\n")
-    blob = git(elsewhere, "rev-parse", "HEAD:a.txt").strip()
-    s.config(elsewhere, ("uploadpack.allowAnySHA1InWant", "true"))
-    nested = repo(s.root / "sub")
-    s.config(
-        nested,
-        ("core.repositoryformatversion", "1"),
-        ("extensions.partialClone", "origin"),
-        ("remote.origin.url", f"file://{elsewhere}"),
-        ("remote.origin.promisor", "true"),
-    )
-    return ["-C", "sub", "show", blob]  # the blob is missing: a partial clone fetches it
+def _lazy_fetch(remote_in: str = "config"):
+    """A nested partial clone whose promisor remote lies outside the root, named in
+    its config or in the old `remotes/` or `branches/` files of its git dir."""
+
+    def setup(s: Scene):
+        elsewhere = repo(s.outside / "elsewhere", "outside secret\n")
+        blob = git(elsewhere, "rev-parse", "HEAD:a.txt").strip()
+        s.config(elsewhere, ("uploadpack.allowAnySHA1InWant", "true"))
+        nested = repo(s.root / "sub")
+        s.config(
+            nested,
+            ("core.repositoryformatversion", "1"),
+            ("extensions.partialClone", "origin"),
+            ("remote.origin.promisor", "true"),
+        )
+        url = f"file://{elsewhere}"
+        if remote_in == "config":
+            s.config(nested, ("remote.origin.url", url))
+        else:
+            (nested / ".git" / remote_in).mkdir(exist_ok=True)
+            line = f"URL: {url}" if remote_in == "remotes" else f"{elsewhere}#main"
+            (nested / ".git" / remote_in / "origin").write_text(line + "\n")
+        return ["-C", "sub", "show", blob]  # the blob is missing: a partial clone fetches it
+
+    return setup
 
 
 # (name, setup); git would read outside the root, or run an alias or a rebase todo: refused
@@ -443,7 +455,9 @@ REFUSED = [
                                                args=("fetch", "origin"))),
     ("remote_outside_as_file_url", _naming_outside(("remote.o.url", "file://{repo}"),
                                                    args=("ls-remote", "o"))),
-    ("partial_clone_fetching_from_outside", _lazy_fetch),
+    ("partial_clone_fetching_from_outside", _lazy_fetch()),
+    ("partial_clone_remote_in_a_remotes_file", _lazy_fetch("remotes")),
+    ("partial_clone_remote_in_a_branches_file", _lazy_fetch("branches")),
     ("url_rewritten_to_a_repository_outside", _naming_outside(
         ("url.{repo}.insteadOf", "mirror:"), args=("ls-remote", "mirror:x"))),
     ("submodule_url_outside_in_the_roots_own_repository", _submodule_from_outside),
