@@ -87,8 +87,10 @@ class FlagRules:
     long option may take it. `dashdash`: `--` ends the options. `old_style`:
     a first argument without a dash is a cluster of letters (tar), whose
     value letters take the next arguments in turn. `operands`: the reason
-    every operand is refused (a launcher's command). Reasons may name
-    `{program}`.
+    every operand is refused (a launcher's command). `exact`: long options of
+    the program's own that are a prefix of a refused one (tar's `--file` and
+    `--files-from`): getopt_long takes a name it knows exactly as that option,
+    not as an abbreviation. Reasons may name `{program}`.
     """
 
     short: Mapping[str, str] = field(default_factory=dict)
@@ -99,6 +101,7 @@ class FlagRules:
     dashdash: bool = True
     old_style: bool = False
     operands: str | None = None
+    exact: frozenset[str] = frozenset()
 
 
 def _same(reason: str, *flags: str) -> dict[str, str]:
@@ -192,6 +195,7 @@ RULES: dict[str, FlagRules] = {
         },
         takes_value="bCfFgHIKLNTVX",
         old_style=True,
+        exact=frozenset(["--file", "--checkpoint"]),
     ),
     "sort": FlagRules(
         long={"--compress-program": RUNS, "--files0-from": NAMES_FROM_FILE},
@@ -221,6 +225,12 @@ RULES: dict[str, FlagRules] = {
         takes_value="eBTfM",
     ),
     "tree": FlagRules(short={"l": FOLLOWS}, takes_value="HILPTo"),
+    # -T tests the archive with unzip, -TT CMD with any command (also inside a
+    # cluster, -qTT); zip's option values are many and take lists, so its checks
+    # never stop at a -- (a file named -T is refused too)
+    "zip": FlagRules(
+        short={"T": RUNS}, long=_same(RUNS, "--test", "--unzip-command"), dashdash=False
+    ),
     "chmod": FlagRules(
         short=_same(FOLLOWS, "L", "H"),
         long={"--dereference": FOLLOWS},
@@ -303,6 +313,7 @@ RULES: dict[str, FlagRules] = {
 FORCED: dict[str, tuple[str, ...]] = {
     "diff": ("--no-dereference",),
     "cp": ("--remove-destination",),
+    "zip": ("--symlinks",),
     "sed": ("--sandbox",),
     "gawk": ("--sandbox",),
 }
@@ -311,7 +322,8 @@ symlinks out of the root or run programs: GNU diff compares the targets of links
 in the folders it compares (with or without `-r`) unless told
 `--no-dereference`; cp opens a file already at the destination and writes
 through it (a symlink or a hard link to a file elsewhere) unless told
-`--remove-destination`; GNU sed's `--sandbox` and gawk's refuse the commands
+`--remove-destination`; zip stores what links point to unless told
+`--symlinks`; GNU sed's `--sandbox` and gawk's refuse the commands
 that run programs or open files named in the script (`e`, `w`, `r`; `system()`,
 redirections)."""
 
@@ -490,7 +502,9 @@ def abbreviates(name: str, option: str) -> bool:
 
 def _long_refusal(name: str, rules: FlagRules) -> str | None:
     """The reason `--name` (no `=value`) is refused: it is a refused long option or
-    an abbreviation of one."""
+    an abbreviation of one (and no option of its own, `rules.exact`)."""
+    if name in rules.exact:
+        return None
     for option, reason in rules.long.items():
         if abbreviates(name, option):
             return reason
@@ -639,6 +653,48 @@ def _remote(program: str, args: Sequence[str]) -> Refused | None:
         if ":" in name.split("/", 1)[0]:
             return Refused(arg, REMOTE.format(program=program))
     return None
+
+
+_EXTRACTING = "extracts"
+_TAR_EXTRACTS = FlagRules(
+    short={"x": _EXTRACTING},
+    long=_same(_EXTRACTING, "--extract", "--get"),
+    takes_value=RULES["tar"].takes_value,
+    old_style=True,
+)
+_UNZIP_READS = frozenset("lvtzpcZ")
+
+
+def _unzip_only_reads(args: Sequence[str]) -> bool:
+    """True when unzip run with `args` lists, tests or prints (`-l -v -t -z -p -c -Z`)
+    and writes no file. Its options are those before the archive's name (after it,
+    `-l` is a member to extract, `unzip a.zip -x -l` extracts all but `-l`), `-d`
+    takes the next argument, and a `-` inside a cluster negates the letter before it
+    (`--l`, `-l-`): such a cluster counts as no listing."""
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--" or not arg.startswith("-") or len(arg) == 1:
+            return False
+        letters = arg[1:]
+        if "-" in letters:
+            return False
+        if _UNZIP_READS & set(letters.partition("d")[0]):
+            return True
+        index += 2 if letters.endswith("d") else 1
+    return False
+
+
+def extracts_archive(kinds: Iterable[str], args: Sequence[str]) -> bool:
+    """True when a program of `kinds` run with `args` would extract an archive, writing
+    files the archive names: tar with `-x`, `--extract` or `--get` in any spelling,
+    unzip unless its options list, tests or prints (`_unzip_only_reads`). Both write
+    through a symlink to a folder already on the way (`run_command` then refuses
+    when the root holds one leading out). Pure."""
+    kinds = {ALIASES.get(kind, kind) for kind in kinds}
+    if "tar" in kinds and first_refused(args, _TAR_EXTRACTS, "tar") is not None:
+        return True
+    return "unzip" in kinds and not _unzip_only_reads(args)
 
 
 def _git_values(subcommand: str | None) -> FlagRules:

@@ -3,6 +3,8 @@
 - `resolve_path_args`: every argument that names a path must stay inside the
   root (UBQ-DEV-01, UNW-DEV-01), and must not be a hard-linked file unless
   the profile allows them (issue 12).
+- `refuse_links_out`: no archive is extracted while a symlink in the root
+  leads out of it (tar and unzip would write through it).
 - `scrubbed_environment`: the node's environment without secrets and without
   variables that make programs load code or read settings that run programs.
 
@@ -79,6 +81,31 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
                         sandbox.refuse_hard_link(os.stat(where.path), arg)
                 except SecurityViolation as exc:
                     raise SecurityViolation(f"argument refused: {exc.reason}", arg) from exc
+
+
+def refuse_links_out(sandbox: Sandbox, program: str) -> None:
+    """Refuse to let `program` extract an archive while the root holds a symlink
+    that leads out of it: tar and unzip write a member `link/file` through the
+    link, and an archive may have planted one (`link -> /home/me`) the call before.
+
+    Raises:
+        SecurityViolation: naming the first such symlink (root-relative).
+    """
+    for folder, folders, files in os.walk(sandbox.root):
+        for name in (*folders, *files):
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                continue
+            relative = os.path.relpath(path, sandbox.root)
+            try:
+                sandbox.resolve(relative)
+            except SecurityViolation as exc:
+                raise SecurityViolation(
+                    f"{relative} is a symlink leading out of the allowed root, and {program} "
+                    "would write through it while extracting; extracting is refused while "
+                    "it is there",
+                    relative,
+                ) from exc
 
 
 _SECRET = re.compile(r"(_API_KEY|_KEY|_TOKEN)$|SECRET|PASSWORD|PASSWD|CREDENTIAL|^AWS_")

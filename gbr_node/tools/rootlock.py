@@ -1,11 +1,14 @@
-"""No tool changes the root while git runs there (issue 12, "Commands").
+"""No tool changes the root while git runs there, or while an archive is
+extracted (issue 12, "Commands").
 
 `tools.git` reads a repository's effective config, then runs git with the
 programs that config names switched off. A change made between the two (a
 `write_file` of `sub/.git/config`, a `cp` over it, from a parallel tool call
 or a peer's) would name a driver the first read never saw, which git would
 then run. So a git run holds its root's lock exclusively from that read to its
-end, and every tool call that may change the root holds it shared: writes,
+end, and so does an extraction by tar or unzip from its check to its end (a
+symlink out made by a parallel call after the check would lead its writes out
+of the root). Every tool call that may change the root holds it shared: writes,
 edits, moves and deletes, and every other command. Shared holders run
 together; a waiting git run lets no new one in, so that it is not starved.
 
@@ -49,8 +52,9 @@ class RootLock:
                 self._condition.notify_all()
 
     @contextlib.contextmanager
-    def exclusive(self, timeout_s: float) -> Iterator[None]:
-        """Held by a git run from its config read to its end.
+    def exclusive(self, timeout_s: float, program: str = "git") -> Iterator[None]:
+        """Held by a git run from its config read to its end, and by an archive's
+        extraction (`program`, named in the error) from its check to its end.
 
         Raises:
             ToolError: other tool calls still change the root after `timeout_s`
@@ -67,7 +71,7 @@ class RootLock:
                 self._condition.notify_all()
             if not free:
                 raise ToolError(
-                    f"git waits for the tool calls changing the project to end, and they "
+                    f"{program} waits for the tool calls changing the project to end, and they "
                     f"still ran after {timeout_s:g} s; try again when they are done"
                 )
             self._exclusive = True

@@ -13,6 +13,8 @@ import io
 import shutil
 import subprocess
 import tarfile
+import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ import pytest
 from gbr_node.config.loader import default_template
 from gbr_node.config.validate import validate_text
 from gbr_node.errors import SecurityViolation
+from gbr_node.tools.rootlock import root_lock
 from tests.tools.helpers import make_program, text_of
 
 SECRET = "outside secret"
@@ -124,6 +127,11 @@ def _tar_of(root: Path, name: str, data: bytes = b"written\n") -> None:
         archive.addfile(member, io.BytesIO(data))
 
 
+def _zip_of(root: Path, name: str) -> None:
+    with zipfile.ZipFile(root / "in.zip", "w") as archive:
+        archive.writestr(name, "written\n")
+
+
 def _dst_with_a_link_out(root: Path, outside: Path) -> None:
     (root / "src").mkdir()
     (root / "src" / "x.txt").write_text("written\n")
@@ -143,6 +151,23 @@ WRITES_THROUGH_LINKS = [
     ("sed_s_w_flag", None, ["sed", "s/inside/x/w sub/escape/new.txt", "sub/mine.txt"]),
     ("tar_x_keep_directory_symlink", lambda r, o: _tar_of(r, "sub/escape/new.txt"),
      ["tar", "-xf", "in.tar", "--keep-directory-symlink"]),
+    # an extractor writes a member through a symlinked folder already on its way
+    ("tar_x_through_a_link", lambda r, o: _tar_of(r, "sub/escape/new.txt"),
+     ["tar", "-xf", "in.tar"]),
+    ("tar_old_style_x", lambda r, o: _tar_of(r, "sub/escape/new.txt"), ["tar", "xf", "in.tar"]),
+    ("tar_get", lambda r, o: _tar_of(r, "escape/new.txt"),
+     ["tar", "--get", "-C", "sub", "-f", "in.tar"]),
+    ("tar_extract_abbreviated", lambda r, o: _tar_of(r, "sub/escape/new.txt"),
+     ["tar", "--extr", "--file=in.tar"]),
+    ("unzip_through_a_link", lambda r, o: _zip_of(r, "sub/escape/new.txt"),
+     ["unzip", "-o", "in.zip"]),
+    ("unzip_quietly_into_a_folder", lambda r, o: _zip_of(r, "escape/new.txt"),
+     ["unzip", "-qo", "in.zip", "-d", "sub"]),
+    # after the archive's name -l is a member (here excluded), not the listing option
+    ("unzip_excluding_a_member_named_l", lambda r, o: _zip_of(r, "sub/escape/new.txt"),
+     ["unzip", "-o", "in.zip", "-x", "-l"]),
+    ("unzip_l_negated", lambda r, o: _zip_of(r, "sub/escape/new.txt"),
+     ["unzip", "-o", "--l", "in.zip"]),
 ]  # fmt: skip
 
 
@@ -166,6 +191,72 @@ def test_no_program_writes_through_a_symlink_out_of_the_root(
     assert after == before
 
 
+def test_an_archive_cannot_plant_the_link_a_second_one_writes_through(
+    make_registry, root, outside
+) -> None:
+    with tarfile.open(root / "one.tar", "w") as archive:
+        link = tarfile.TarInfo("planted")
+        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+        archive.addfile(link)
+    _tar_of(root, "planted/new.txt")
+    registry = make_registry(**{"run_command": {"allow": ["tar"]}})
+    registry.call("run_command", {"argv": ["tar", "-xf", "one.tar"]})  # plants the link
+    with pytest.raises(SecurityViolation, match="planted is a symlink leading out"):
+        registry.call("run_command", {"argv": ["tar", "-xf", "in.tar"]})
+    assert not (outside / "new.txt").exists()
+    listed = text_of(registry.call("run_command", {"argv": ["tar", "-tf", "in.tar"]}))
+    assert "planted/new.txt" in listed  # listing writes nothing: still allowed
+
+
+EXTRACTIONS = [
+    (["tar", "-xf", "in.tar"], True),
+    (["tar", "--extract", "--file=in.tar"], True),
+    (["unzip", "-o", "in.zip"], True),
+    (["tar", "-tf", "in.tar"], False),
+    (["unzip", "-l", "in.zip"], False),
+]
+
+
+@pytest.mark.parametrize(("argv", "alone"), EXTRACTIONS, ids=[" ".join(a) for a, _ in EXTRACTIONS])
+def test_an_extraction_runs_alone(make_registry, root, argv, alone) -> None:
+    """While another tool call changes the root (it holds the root's lock shared, as
+    a write or a command does), an extraction waits, so that no parallel call can put
+    a symlink out on its way between its check and its writes; a listing runs."""
+    _tar_of(root, "x/new.txt")
+    _zip_of(root, "x/new.txt")
+    registry = make_registry(**{"run_command": {"allow": ["tar", "unzip"]}})
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with root_lock(root).shared():
+            started.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    started.wait(10)
+    try:
+        if alone:
+            result = registry.call("run_command", {"argv": argv, "timeout_s": 0.3})
+            assert result.is_error and f"{argv[0]} waits for the tool calls" in text_of(result)
+            assert not (root / "x").exists()
+        else:
+            assert "x/new.txt" in text_of(registry.call("run_command", {"argv": argv}))
+    finally:
+        release.set()
+        holder.join()
+
+
+def test_zip_stores_links_as_links(make_registry, linked_root) -> None:
+    if shutil.which("zip") is None:
+        pytest.skip("zip is not installed")
+    registry = make_registry(**{"run_command": {"allow": ["zip"]}})
+    registry.call("run_command", {"argv": ["zip", "-qr", "a.zip", "sub"]})
+    with zipfile.ZipFile(linked_root / "a.zip") as archive:
+        assert "sub/escape/secret.txt" not in archive.namelist()
+        assert SECRET.encode() not in b"".join(archive.read(n) for n in archive.namelist())
+
+
 # (argv, the file its program would create): programs that run what they are told
 RUNS_PROGRAMS = [
     (["env", "sh", "-c", "touch MARK"], "MARK"),
@@ -186,6 +277,10 @@ RUNS_PROGRAMS = [
     (["make", "--eval=x:\n\ttouch MARK", "x"], "MARK"),
     (["make", "-E", "x:\n\ttouch MARK", "x"], "MARK"),
     (["python3", "-W", "--", "-c", "open('MARK', 'w')"], "MARK"),
+    (["zip", "-q", "a.zip", "sub/mine.txt", "-T", "-TT", "sh -c 'touch MARK'"], "MARK"),
+    (["zip", "-qTT", "sh -c 'touch MARK'", "-T", "a.zip", "sub/mine.txt"], "MARK"),
+    (["zip", "a.zip", "sub/mine.txt", "--test", "--unzip-command=sh -c 'touch MARK'"], "MARK"),
+    (["zip", "a.zip", "-P", "--", "-T", "-TT", "sh -c 'touch MARK'", "sub/mine.txt"], "MARK"),
 ]
 
 

@@ -23,6 +23,7 @@ from gbr_node.tools.flags import (
     NO_SANDBOX,
     RUNS,
     WRITES,
+    extracts_archive,
     forced_flags,
     git_parts,
     option_arguments,
@@ -59,6 +60,19 @@ RUNS_PROGRAMS = [
     ("git", ["rebase", "--exec=make", "main"], "--exec=make"),
     ("git", ["archive", "--exec=evil", "--remote=x", "HEAD"], "--exec=evil"),
     ("git", ["-C", "sub", "config", "core.hooksPath", "h"], "config"),
+    ("tar", ["-c", "--checkpoint-act=exec=evil", "-f", "a.tar", "x"], "--checkpoint-act=exec=evil"),
+    (
+        "tar",
+        ["-c", "--checkpoint=1", "--checkpoint-action=exec=evil", "-fa.tar", "x"],
+        "--checkpoint-action=exec=evil",
+    ),
+    ("zip", ["a.zip", "x", "-T"], "-T"),
+    ("zip", ["-qTT", "sh evil", "a.zip", "x"], "-qTT"),
+    ("zip", ["a.zip", "x", "-TTsh"], "-TTsh"),
+    ("zip", ["--unzip-command=sh", "a.zip", "x"], "--unzip-command=sh"),
+    ("zip", ["--unzip-c", "sh", "a.zip", "x"], "--unzip-c"),
+    ("zip", ["--test", "a.zip", "x"], "--test"),
+    ("zip", ["a.zip", "-P", "--", "-TT", "evil", "x"], "-TT"),  # -- is the password
     ("git", ["submodule", "foreach", "rm -rf ."], "foreach"),
     ("git", ["submodule", "--quiet", "foreach", "x"], "foreach"),
     ("git", ["bisect", "run", "./evil"], "run"),
@@ -276,6 +290,8 @@ FOLLOWS_LINKS = [
     ("rsync", ["-a", "--files-from=list", ".", "copy"], "--files-from=list"),
     ("tree", ["-l"], "-l"),
     ("chown", ["-RL", "u", "."], "-RL"),
+    ("tar", ["-c", "--files=list", "-f", "a.tar"], "--files=list"),  # --files-from
+    ("tar", ["-x", "--file=a.tar", "--files-from=list"], "--files-from=list"),
 ]  # fmt: skip
 
 NOT_REFUSED = [
@@ -321,6 +337,11 @@ NOT_REFUSED = [
     ("rsync", ["-a", "sub/", "copy/"]),
     ("rsync", ["-a", "./host:x", "copy"]),
     ("env", ["-i", "FOO=1"]),
+    # an option of its own, not an abbreviation of the refused one it begins
+    ("tar", ["-x", "--file=a.tar"]),
+    ("tar", ["-c", "--file", "a.tar", "x"]),
+    ("tar", ["-c", "--checkpoint=100", "-f", "a.tar", "x"]),
+    ("zip", ["-qr", "a.zip", "sub", "-x", "*.o"]),
 ]
 
 
@@ -350,6 +371,7 @@ def test_diff_is_always_told_not_to_follow_links():
 def test_cp_never_writes_through_what_is_at_the_destination_and_sed_runs_sandboxed():
     assert forced_flags({"cp"}) == ["--remove-destination"]
     assert forced_flags({"sed"}) == ["--sandbox"]
+    assert forced_flags({"zip"}) == ["--symlinks"]
 
 
 def test_reasons_say_why_in_words_naming_the_program():
@@ -433,3 +455,38 @@ def test_every_git_option_that_takes_a_value_is_known():
                 letters |= set(re.findall(r"^\s+-([A-Za-z0-9])(?:, --[a-z-]+)? <", text, re.M))
     assert long_values <= GIT_LONG_VALUES, sorted(long_values - GIT_LONG_VALUES)
     assert letters <= set(_GIT_LETTERS), sorted(letters - set(_GIT_LETTERS))
+
+
+EXTRACTS = [
+    ("tar", ["-xf", "a.tar"], True),
+    ("tar", ["xvf", "a.tar"], True),
+    ("tar", ["-v", "--extract", "-f", "a.tar"], True),
+    ("tar", ["--get", "-f", "a.tar"], True),
+    ("tar", ["--extr", "-f", "a.tar"], True),
+    ("tar", ["-C", "sub", "-xzf", "a.tgz"], True),
+    ("tar", ["-tf", "a.tar"], False),
+    ("tar", ["-cf", "a.tar", "x"], False),
+    ("tar", ["-cf", "x", "--", "-x"], False),  # a file named -x
+    ("unzip", ["a.zip"], True),
+    ("unzip", ["-o", "a.zip", "-d", "out"], True),
+    ("unzip", ["-l", "a.zip"], False),
+    ("unzip", ["-qt", "a.zip"], False),
+    ("unzip", ["-p", "a.zip", "x"], False),
+    ("unzip", ["-ld", "out", "a.zip"], False),  # -d takes "out"
+    ("unzip", ["-d", "out", "-l", "a.zip"], False),
+    ("unzip", ["-Z", "-1", "a.zip"], False),
+    ("unzip", ["a.zip", "-l"], True),  # after the archive: a member named -l
+    ("unzip", ["-o", "a.zip", "-x", "-l"], True),  # all but the member -l
+    ("unzip", ["--l", "a.zip"], True),  # -l negated
+    ("unzip", ["-l-", "a.zip"], True),
+    ("unzip", ["-dl", "a.zip"], True),  # into the folder "l"
+    ("unzip", ["--", "-l"], True),  # the archive -l
+    ("tar", ["-x", "--file=a.tar"], True),
+    ("tar", ["--ext", "-f", "a.tar"], True),
+    ("cp", ["-r", "a", "b"], False),
+]
+
+
+@pytest.mark.parametrize(("kind", "args", "extracts"), EXTRACTS, ids=_ids(EXTRACTS))
+def test_extracting_an_archive_is_told_from_listing_it(kind, args, extracts):
+    assert extracts_archive({kind}, args) is extracts
