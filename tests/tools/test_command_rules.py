@@ -132,6 +132,24 @@ def _zip_of(root: Path, name: str) -> None:
         archive.writestr(name, "written\n")
 
 
+def _tar_over_a_file_link(root: Path, outside: Path) -> None:
+    """`sub/note -> outside/secret.txt` in the root, and an archive with a member `sub/note`."""
+    (root / "sub" / "note").symlink_to(outside / "secret.txt")
+    _tar_of(root, "sub/note", b"overwritten\n")
+
+
+def _tar_hard_links_out(root: Path, outside: Path) -> None:
+    """Hard-link members to the outside file, by absolute and by climbing names."""
+    with tarfile.open(root / "in.tar", "w") as archive:
+        for name, target in (("hl", str(outside / "secret.txt")), ("hl2", "../outside/secret.txt")):
+            member = tarfile.TarInfo(name)
+            member.type, member.linkname = tarfile.LNKTYPE, target
+            archive.addfile(member)
+        member = tarfile.TarInfo("hl")
+        member.size = 12
+        archive.addfile(member, io.BytesIO(b"overwritten\n"))  # written through the link
+
+
 def _dst_with_a_link_out(root: Path, outside: Path) -> None:
     (root / "src").mkdir()
     (root / "src" / "x.txt").write_text("written\n")
@@ -163,6 +181,9 @@ WRITES_THROUGH_LINKS = [
      ["unzip", "-o", "in.zip"]),
     ("unzip_quietly_into_a_folder", lambda r, o: _zip_of(r, "escape/new.txt"),
      ["unzip", "-qo", "in.zip", "-d", "sub"]),
+    ("tar_x_overwrite_a_file_link", _tar_over_a_file_link,
+     ["tar", "-xf", "in.tar", "--overwrite"]),
+    ("tar_x_hard_link_members_out", _tar_hard_links_out, ["tar", "-xf", "in.tar"]),
     # after the archive's name -l is a member (here excluded), not the listing option
     ("unzip_excluding_a_member_named_l", lambda r, o: _zip_of(r, "sub/escape/new.txt"),
      ["unzip", "-o", "in.zip", "-x", "-l"]),

@@ -253,6 +253,81 @@ def _external_diff_after(*args: str):
     return setup
 
 
+def _conditional_include(condition: str, *settings: tuple[str, str]):
+    """A textconv driver in a file of the root that the nested repository includes
+    under `condition` (`{branch}`: its branch)."""
+
+    def setup(s: Scene):
+        args = _textconv(["show"])(s)
+        nested = s.root / "sub"
+        git(nested, "config", "--unset", "diff.x.textconv")
+        (s.root / "inc.cfg").write_text(f'[diff "x"]\n\ttextconv = {s.evil}\n')
+        branch = git(nested, "branch", "--show-current").strip()
+        s.config(nested, *settings, (f"includeIf.{condition.format(branch=branch)}.path",
+                                     str(s.root / "inc.cfg")))  # fmt: skip
+        return args
+
+    return setup
+
+
+def _attributes_in_the_git_dir(s: Scene):
+    nested = repo(s.root / "sub")
+    (nested / ".git" / "info" / "attributes").write_text("a.txt filter=x\n")
+    s.config(nested, ("filter.x.clean", s.evil))
+    return ["-C", "sub", "status"]
+
+
+def _worktree_config(s: Scene):
+    nested = repo(s.root / "sub")
+    s.config(nested, ("extensions.worktreeConfig", "true"))
+    git(nested, "config", "--worktree", "core.fsmonitor", s.evil)
+    return ["-C", "sub", "status"]
+
+
+def _section_in_capitals(s: Scene):
+    nested = repo(s.root / "sub")
+    (nested / ".gitattributes").write_text("a.txt filter=X\n")
+    config = nested / ".git" / "config"
+    config.write_text(config.read_text() + f'[FILTER "X"]\n\tCLEAN = {s.evil}\n')
+    return ["-C", "sub", "status"]
+
+
+def _git_dir_symlink(s: Scene):
+    other = repo(s.root / "other")
+    s.config(other, ("core.fsmonitor", s.evil))
+    (s.root / "w").mkdir()
+    (s.root / "w" / ".git").symlink_to("../other/.git")
+    return ["-C", "w", "status"]
+
+
+def _submodule_diff(args: list[str], keep_gitmodules: bool = True):
+    """A submodule whose own config has a textconv driver (or a clean filter, when its
+    .gitmodules entry is gone), shown inline or looked into by `args`."""
+
+    def setup(s: Scene):
+        top = repo(s.root / "top")
+        module = repo(top / "mod")
+        (module / ".gitattributes").write_text("a.txt diff=x filter=x\n")
+        git(module, "add", ".gitattributes")
+        git(module, "commit", "-qm", "attributes")
+        git(top, "submodule", "add", "-q", "./mod", "mod")
+        git(top, "commit", "-qm", "module")
+        (module / "a.txt").write_text("changed\n")
+        git(module, "commit", "-qam", "change")
+        git(top, "add", "mod")
+        git(top, "commit", "-qm", "bump")
+        s.config(top, ("diff.submodule", "diff"))
+        if not keep_gitmodules:
+            git(top, "rm", "-q", "--cached", ".gitmodules")
+            (top / ".gitmodules").unlink()
+            git(top, "commit", "-qm", "no .gitmodules")
+        s.config(module, ("diff.x.textconv", s.evil), ("filter.x.clean", s.evil))
+        os.utime(module / "a.txt", (2, 2))
+        return ["-C", "top", *args]
+
+    return setup
+
+
 # (name, setup returning git's argv[1:]); every setup makes git run `evil` today
 SIDE_DOORS = [
     ("root_repository_fsmonitor", _root_fsmonitor),
@@ -295,6 +370,16 @@ SIDE_DOORS = [
     ("diff_no_index_src_prefix_takes_dashdash", _external_diff_after(
         "diff", "--no-index", "--src-prefix", "--", "--ext-diff", "a.txt", ".git/config")),
     ("grep_e_takes_dashdash", _git_option("grep", "-e", "--", "-O{evil}", "-e", "changed")),
+    ("include_if_on_branch", _conditional_include("onbranch:{branch}")),
+    ("include_if_has_config", _conditional_include(
+        "hasconfig:remote.*.url:https://example.org/**", ("remote.o.url", "https://example.org/x"))),
+    ("attributes_in_the_git_dir", _attributes_in_the_git_dir),
+    ("worktree_config", _worktree_config),
+    ("config_section_in_capitals", _section_in_capitals),
+    ("dot_git_symlink_to_a_repository_in_the_root", _git_dir_symlink),
+    ("submodule_shown_inline", _submodule_diff(["show", "--submodule=diff"])),
+    ("submodule_by_diff_submodule_setting", _submodule_diff(["log", "-p", "-1"])),
+    ("submodule_without_gitmodules_on_status", _submodule_diff(["status"], keep_gitmodules=False)),
 ]  # fmt: skip
 
 
