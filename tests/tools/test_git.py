@@ -565,7 +565,9 @@ def test_the_roots_own_repository_may_name_files_outside(make_registry, scene: S
     top = repo(scene.root)
     (scene.outside / "mailmap").write_text("Someone Else <t@example.org>\n")
     scene.config(top, ("mailmap.file", str(scene.outside / "mailmap")))
-    registry = make_registry(**{"run_command": {"allow": ["git"]}})
+    # (a confined command reads outside the root only where read_paths say it may)
+    rules = {"allow": ["git"], "read_paths": [str(scene.outside)]}
+    registry = make_registry(run_command=rules)
     argv = ["git", "log", "--format=%aN"]
     assert "Someone Else" in text_of(registry.call("run_command", {"argv": argv}))
 
