@@ -10,7 +10,10 @@ LM Studio, OpenRouter, DeepSeek):
   choice has an index other than 0 (one per token, as Foundry Local sends);
 - reasoning under `reasoning_content` or `reasoning` (one is taken per delta);
 - tool-call fragments without `index`; every parallel call at index 0 with
-  different ids; no ids (unique `call_<hex>` ids are generated); the id sent
+  different ids; no ids (unique `call_<hex>` ids are generated); parallel
+  calls sharing one id at their own indexes (DeepSeek, GLM) or at the same
+  index (some engines behind OpenRouter), streamed or not (the later ones get
+  generated ids, so that no two results answer one id); the id sent
   inside `function` instead of beside it; one id with the name and another
   with every later fragment of the same call; the name repeated or blanked in
   later fragments; whole arguments at once, or as a JSON object instead of a
@@ -199,8 +202,12 @@ class DeltaAssembler:
         partial = error is not None
         calls: list[ToolCall] = []
         invalid: list[InvalidToolCall] = []
+        given: set[str] = set()
         for slot in self._slots:
-            call_id = slot.id or self._new_id()
+            # a call without an id, or with the id of one before it, gets a fresh one:
+            # each tool result must answer exactly one call
+            call_id = slot.id if slot.id and slot.id not in given else self._new_id()
+            given.add(call_id)
             problem = "the answer ended before this tool call was complete" if partial else None
             if problem is None and not slot.name:
                 problem = "the tool call has no tool name"
@@ -276,9 +283,19 @@ class DeltaAssembler:
 
     def _route(self, index: int | None, call_id: str | None, name: str, arguments: str) -> _Slot:
         if call_id is not None:
-            for slot in self._slots:
-                if slot.id == call_id:
-                    return slot
+            # The latest call with this id, unless their indexes differ: DeepSeek and
+            # GLM give parallel calls one id (`result` makes the ids unique again).
+            same = [
+                slot
+                for slot in self._slots
+                if slot.id == call_id and (None in (index, slot.index) or slot.index == index)
+            ]
+            if same:
+                if not _another_call(same[-1], name, arguments):
+                    return same[-1]
+                slot = _Slot(index, call_id)
+                self._slots.append(slot)
+                return slot
         if index is not None:
             same_index = [slot for slot in self._slots if slot.index == index]
             candidate = same_index[-1] if same_index else None
@@ -291,6 +308,23 @@ class DeltaAssembler:
         slot = _Slot(index, call_id)
         self._slots.append(slot)
         return slot
+
+
+def _another_call(slot: _Slot, name: str, arguments: str) -> bool:
+    """Whether a fragment with the id (and index) of `slot` is in fact another call, as
+    some engines behind OpenRouter send parallel calls: it names another tool once
+    this call's arguments are whole, or brings another whole object after arguments
+    that were not the empty placeholder."""
+    whole = _as_object(slot.arguments)
+    if not (name and slot.name) or whole is None:
+        return False
+    if name != slot.name:
+        return True
+    return (
+        bool(whole)
+        and _as_object(arguments) is not None
+        and not _same_object(slot.arguments, arguments)
+    )
 
 
 def _starts_new_call(slot: _Slot, call_id: str | None, name: str, arguments: str) -> bool:

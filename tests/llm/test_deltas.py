@@ -170,6 +170,33 @@ TOOL_CASES = [
         calls(call(0, "a", "read", "{}")), calls(call(0, "b", args='{"p": 1}')),
         delta("tool_calls"), DONE,
     ], [("a", "read", {"p": 1})]),
+    # DeepSeek, GLM: parallel calls share one id (the later ones get fresh ids).
+    ("parallel_calls_sharing_an_id_at_their_own_indexes", [
+        calls(call(0, "x", "read", '{"p"'), call(1, "x", "list", '{"d"')),
+        calls(call(0, args=": 1}"), call(1, args=": 2}")), delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "list", {"d": 2})]),
+    ("parallel_calls_sharing_an_id_repeated_in_every_fragment", [
+        calls(call(0, "x", "read", '{"p"')), calls(call(0, "x", args=": 1}")),
+        calls(call(1, "x", "read", '{"p"')), calls(call(1, "x", args=": 2}")),
+        delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "read", {"p": 2})]),
+    ("parallel_calls_sharing_an_id_whole_one_after_the_other", [
+        calls(call(0, "x", "read", '{"p": 1}')), calls(call(1, "x", "read", '{"p": 2}')),
+        calls(call(2, "x", "list", "{}")), delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "read", {"p": 2}), ("gen_2", "list", {})]),
+    # OpenRouter engines: the same index and id for every parallel call.
+    ("same_index_and_id_for_a_call_of_another_tool", [
+        calls(call(0, "x", "read", '{"p": 1}')), calls(call(0, "x", "list", "")),
+        calls(call(0, "x", args='{"d": 2}')), delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "list", {"d": 2})]),
+    ("same_index_and_id_for_a_second_whole_call_of_the_same_tool", [
+        calls(call(0, "x", "read", '{"p": 1}')), calls(call(0, "x", "read", '{"p": 2}')),
+        delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "read", {"p": 2})]),
+    ("same_id_placeholder_then_the_arguments_with_the_name_again", [
+        calls(call(0, "x", "read", "{}")), calls(call(0, "x", "read", '{"p": 1}')),
+        delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1})]),
     # Foundry Local: a chunk's only choice comes with a running index.
     ("only_choice_with_a_running_index", [
         {"choices": [{"index": 7, "delta": {"tool_calls": [call(0, "a", "read", '{"p"')]}}]},
@@ -337,6 +364,38 @@ def test_non_streamed_answer_gives_the_same_completion_as_its_stream() -> None:
                            delta("tool_calls"), DONE)  # fmt: skip
     assert events == [TextDelta("ok"), ToolCallStarted(0, "read")]
     assert assembler.result() == streamed
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [{"id": "same"}, {"id": "same"}],
+        [{"id": "same", "index": 0}, {"id": "same", "index": 1}],
+        [{"id": "same"}, {"id": ""}, {"id": "same"}],
+    ],
+    ids=["no_indexes", "with_indexes", "with_a_blank_id_between"],
+)
+def test_a_non_streamed_answer_with_calls_sharing_an_id_runs_each_under_its_own_id(entries):
+    tool_calls = [
+        {**entry, "type": "function", "function": {"name": "read", "arguments": f'{{"p": {n}}}'}}
+        for n, entry in enumerate(entries)
+    ]
+    assembler = DeltaAssembler(new_id=ids())
+    assembler.feed_message(
+        {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "tool_calls": tool_calls},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        }  # fmt: skip
+    )
+    completion = assembler.result()
+    assert [c.arguments for c in completion.tool_calls] == [{"p": n} for n in range(len(entries))]
+    assert completion.tool_calls[0].id == "same"
+    assert len({c.id for c in completion.tool_calls}) == len(entries)
+    assert completion.invalid_tool_calls == ()
 
 
 def test_non_streamed_answer_without_choices_is_an_error() -> None:
