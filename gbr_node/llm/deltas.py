@@ -31,8 +31,11 @@ LM Studio, OpenRouter, DeepSeek):
   object beside it.
 
 A tool call is runnable only when the stream ended normally ([DONE] or a
-finish_reason, and no error) and its arguments parse strictly as a JSON
-object (`events.parse_arguments`).
+finish_reason, and no error), the answer was not cut short (finish_reason
+"length" or "content_filter": the arguments that arrived may parse and still
+be a truncated call, such as the placeholder `{}` of a call cut after its
+name), and its arguments parse strictly as a JSON object
+(`events.parse_arguments`).
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ from gbr_node.llm.events import (
 )
 
 _ERROR_TEXT_LIMIT = 500
+_CUT_SHORT = frozenset({"length", "content_filter"})
+"""finish_reason values that say the answer was cut (OpenAI chat-completions): a tool
+call then never runs, even when what arrived parses (vLLM then sent a placeholder
+"{}" for a call cut after its name)."""
 
 
 def _is_error_object(body: Mapping[str, Any]) -> bool:
@@ -209,6 +216,11 @@ class DeltaAssembler:
             call_id = slot.id if slot.id and slot.id not in given else self._new_id()
             given.add(call_id)
             problem = "the answer ended before this tool call was complete" if partial else None
+            if problem is None and self._finish_reason in _CUT_SHORT:
+                problem = (
+                    f"the server cut the answer short (finish_reason {self._finish_reason}): "
+                    "this tool call may be incomplete even where its arguments parse"
+                )
             if problem is None and not slot.name:
                 problem = "the tool call has no tool name"
             arguments: dict[str, Any] = {}

@@ -237,6 +237,31 @@ def test_arguments_that_are_not_a_strict_json_object_never_run(raw: str, reason:
     assert "tool_calls" not in completion.message
 
 
+# (name, payloads): an answer cut short by the server, whose calls parse as they stand
+CUT_SHORT = [
+    ("cut_after_the_name_with_vllms_placeholder", [
+        calls(call(0, "a", "write_file", "{}")), delta("length"), DONE]),
+    ("cut_after_the_name_with_no_arguments", [
+        calls(call(0, "a", "list_dir", "")), delta("length"), DONE]),
+    ("cut_after_a_first_whole_call", [
+        calls(call(0, "a", "read", '{"p": 1}')), calls(call(1, "b", "write", '{"p": "x", "c')),
+        delta("length"), DONE]),
+    ("content_filter_stops_a_call", [
+        calls(call(0, "a", "run", '{"argv": ["ls"]}'), finish="content_filter"), DONE]),
+    ("cut_without_done", [calls(call(0, "a", "read", '{"p": 1}'), finish="length")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("payloads", [c[1] for c in CUT_SHORT], ids=[c[0] for c in CUT_SHORT])
+def test_no_tool_call_of_an_answer_cut_short_runs(payloads: list) -> None:
+    _, completion = assemble(*payloads)
+    assert completion.tool_calls == ()
+    assert completion.invalid_tool_calls
+    for invalid in completion.invalid_tool_calls:
+        assert "cut the answer short" in invalid.reason
+    assert "tool_calls" not in completion.message
+
+
 def test_tool_call_without_a_name_never_runs() -> None:
     _, completion = assemble(calls(call(0, "a", None, "{}")), STOP, DONE)
     assert completion.tool_calls == ()
