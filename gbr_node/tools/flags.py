@@ -5,7 +5,7 @@ tools"; issue 12, "Commands"). For each kind of program (a normalised name:
 `python3.12` is "python", see `commands.program_kind`) a `FlagRules` lists the
 flags that:
 
-- run another program (`find -exec`, `tar --to-command`, `rg --pre`,
+- run another program (`find -exec`, `fd -x`, `tar --to-command`, `rg --pre`,
   `sort --compress-program`, `python -c`, ...);
 - make the program follow symlinks by itself, so that it reads (or changes)
   what a link inside the root points to outside it, which the path checks
@@ -169,6 +169,11 @@ RULES: dict[str, FlagRules] = {
         short={"L": FOLLOWS},
         long={"--follow": FOLLOWS, "--pre": RUNS, "--hostname-bin": RUNS},
         takes_value="ABCdeEfgjmMrtT",
+    ),
+    "fd": FlagRules(
+        short={"x": RUNS, "X": RUNS, "L": FOLLOWS},
+        long={**_same(RUNS, "--exec", "--exec-batch"), "--follow": FOLLOWS},
+        takes_value="cdeEjoStxX",
     ),
     "cp": FlagRules(
         short=_same(FOLLOWS, "L", "H"),
@@ -337,6 +342,7 @@ ALIASES = {
     "nawk": "awk",
     "original-awk": "awk",
     "gsed": "sed",
+    "fdfind": "fd",  # Debian's name for fd
 }
 
 GIT_GLOBAL_RULES = FlagRules(

@@ -66,6 +66,11 @@ RUNS_PROGRAMS = [
         ["-c", "--checkpoint=1", "--checkpoint-action=exec=evil", "-fa.tar", "x"],
         "--checkpoint-action=exec=evil",
     ),
+    ("fd", ["-e", "py", "-x", "sh", "-c", "evil"], "-x"),
+    ("fd", ["-HIX", "rm"], "-HIX"),
+    ("fd", ["x", "--exec-batch", "rm"], "--exec-batch"),
+    ("fd", ["x", "--exec=rm"], "--exec=rm"),
+    ("fdfind", ["-HX", "rm"], "-HX"),
     ("zip", ["a.zip", "x", "-T"], "-T"),
     ("zip", ["-qTT", "sh evil", "a.zip", "x"], "-qTT"),
     ("zip", ["a.zip", "x", "-TTsh"], "-TTsh"),
@@ -238,6 +243,9 @@ def test_git_writes_only_the_archive_where_the_agent_says():
 
 
 FOLLOWS_LINKS = [
+    ("fd", ["-HL", "x"], "-HL"),
+    ("fd", ["--follow", "x", "."], "--follow"),
+    ("fdfind", ["--foll", "x"], "--foll"),
     ("find", ["-L", ".", "-name", "x"], "-L"),
     ("find", ["-H", "."], "-H"),
     ("find", [".", "-follow", "-name", "x"], "-follow"),
@@ -342,6 +350,8 @@ NOT_REFUSED = [
     ("tar", ["-c", "--file", "a.tar", "x"]),
     ("tar", ["-c", "--checkpoint=100", "-f", "a.tar", "x"]),
     ("zip", ["-qr", "a.zip", "sub", "-x", "*.o"]),
+    ("fd", ["-e", "X", "-t", "f", "x"]),  # the extension "X"
+    ("fd", ["-H", "--type", "f", "-E", "L", "x"]),
 ]
 
 
