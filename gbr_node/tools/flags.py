@@ -175,9 +175,11 @@ RULES: dict[str, FlagRules] = {
         long={**_same(RUNS, "--exec", "--exec-batch"), "--follow": FOLLOWS},
         takes_value="cdeEjoStxX",
     ),
+    # cp -l follows symlinks when it copies recursively: `cp -rl sub copy` hard-links
+    # every file of a folder outside that `sub/link` points to into the root
     "cp": FlagRules(
-        short=_same(FOLLOWS, "L", "H"),
-        long={"--dereference": FOLLOWS},
+        short=_same(FOLLOWS, "L", "H", "l"),
+        long=_same(FOLLOWS, "--dereference", "--link"),
         takes_value="St",
         long_values=frozenset(["--suffix", "--target-directory", "--sparse", "--no-preserve"]),
     ),

@@ -65,6 +65,9 @@ FOLLOWING = [
     (["cp", "-rL", "sub", "copy"], _copied),
     (["cp", "-RL", "sub", "copy"], _copied),
     (["cp", "-r", "--dereference", "sub", "copy"], _copied),
+    (["cp", "-rl", "sub", "copy"], _copied),  # hard links to the files outside
+    (["cp", "-R", "--link", "sub", "copy"], _copied),
+    (["cp", "-r", "--li", "sub", "copy"], _copied),
     (["tar", "-chf", "a.tar", "sub"], _archived),
     (["tar", "chf", "a.tar", "sub"], _archived),
     (["tar", "-c", "-h", "-f", "a.tar", "sub"], _archived),

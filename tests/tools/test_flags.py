@@ -244,6 +244,8 @@ def test_git_writes_only_the_archive_where_the_agent_says():
 
 FOLLOWS_LINKS = [
     ("fd", ["-HL", "x"], "-HL"),
+    ("cp", ["-rl", "a", "b"], "-rl"),
+    ("cp", ["-a", "--link", "a", "b"], "--link"),
     ("fd", ["--follow", "x", "."], "--follow"),
     ("fdfind", ["--foll", "x"], "--foll"),
     ("find", ["-L", ".", "-name", "x"], "-L"),
