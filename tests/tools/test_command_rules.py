@@ -23,9 +23,16 @@ from gbr_node.config.loader import default_template
 from gbr_node.config.validate import validate_text
 from gbr_node.errors import SecurityViolation
 from gbr_node.tools.rootlock import root_lock
+from tests.tools.conftest import unconfined
 from tests.tools.helpers import make_program, text_of
 
 SECRET = "outside secret"
+
+
+@pytest.fixture
+def make_registry(make_registry):
+    """Unconfined (`unconfined`): these are the checks that hold without the OS."""
+    return unconfined(make_registry)
 
 
 @pytest.fixture
@@ -239,6 +246,48 @@ EXTRACTIONS = [
     (["tar", "-tf", "in.tar"], False),
     (["unzip", "-l", "in.zip"], False),
 ]
+
+
+def _tar_link_then_through(root: Path, outside: Path) -> None:
+    with tarfile.open(root / "in.tar", "w") as archive:
+        for name, target in (("absolute", str(outside)), ("climbing", "../outside")):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = tarfile.SYMTYPE, target
+            archive.addfile(link)
+            member = tarfile.TarInfo(f"{name}/new.txt")
+            member.size = 8
+            archive.addfile(member, io.BytesIO(b"written\n"))
+
+
+def _zip_link_then_through(root: Path, outside: Path) -> None:
+    with zipfile.ZipFile(root / "in.zip", "w") as archive:
+        link = zipfile.ZipInfo("planted")
+        link.create_system, link.external_attr = 3, 0o120777 << 16  # a unix symlink
+        archive.writestr(link, str(outside))
+        archive.writestr("planted/new.txt", "written\n")
+
+
+@pytest.mark.parametrize(
+    ("setup", "argv"),
+    [
+        (_tar_link_then_through, ["tar", "-xf", "in.tar"]),
+        (_tar_link_then_through, ["tar", "-xf", "in.tar", "--overwrite"]),
+        (_zip_link_then_through, ["unzip", "-o", "in.zip"]),
+    ],
+    ids=["tar", "tar_overwrite", "unzip"],
+)
+def test_an_archive_never_writes_through_a_link_it_holds_itself(
+    make_registry, root, outside, setup, argv
+) -> None:
+    """No link out is in the root before: tar and unzip make an archive's links
+    last, so that its later members cannot go through them."""
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    setup(root, outside)
+    registry = make_registry(**{"run_command": {"allow": [argv[0]]}})
+    with contextlib.suppress(SecurityViolation):
+        registry.call("run_command", {"argv": argv})
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
 
 
 @pytest.mark.parametrize(("argv", "alone"), EXTRACTIONS, ids=[" ".join(a) for a, _ in EXTRACTIONS])

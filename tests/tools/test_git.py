@@ -21,9 +21,17 @@ import pytest
 
 from gbr_node.errors import SecurityViolation
 from gbr_node.tools.git import FIXED_SETTINGS, GIT_ENV, ConfigEntry, config_settings
+from tests.tools.conftest import unconfined
 from tests.tools.helpers import make_program, text_of
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+@pytest.fixture
+def make_registry(make_registry):
+    """Unconfined (`unconfined`): these are the checks that hold without the OS."""
+    return unconfined(make_registry)
+
 
 ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
