@@ -16,6 +16,8 @@ announced as such, in the same one line as the reload (`control.Node`):
 - `run_command` programs newly allowed, a program's subcommand restriction
   dropped or widened, its `deny_args` shortened, its executable pinned to
   another path;
+- commands confined less: `confine` weaker ("required" > "auto" > "off"),
+  `network` turned on, `read_paths` added, `secret_paths` removed;
 - peers newly trusted (a new alias, or an alias now naming another peer ID)
   and tools newly granted to a peer;
 - listen addresses that reach beyond this machine (not loopback) added.
@@ -70,6 +72,23 @@ def _command_loosenings(old: Profile, new: Profile) -> list[str]:
     return found
 
 
+_CONFINE_STRENGTH = {"off": 0, "auto": 1, "required": 2}
+
+
+def _confinement_loosenings(old: Profile, new: Profile) -> list[str]:
+    before, after = old.tools.run_command, new.tools.run_command
+    found = []
+    if _CONFINE_STRENGTH[after.confine] < _CONFINE_STRENGTH[before.confine]:
+        found.append(f'commands confined "{after.confine}" (was "{before.confine}")')
+    if after.network and not before.network:
+        found.append("commands may open network connections")
+    if added := [p for p in after.read_paths if p not in before.read_paths]:
+        found.append(f"commands may also read {_quoted(added)}")
+    if removed := [p for p in before.secret_paths if p not in after.secret_paths]:
+        found.append(f"{_quoted(removed)} no longer secret to commands")
+    return found
+
+
 def _peer_loosenings(old: Profile, new: Profile) -> list[str]:
     found = []
     for alias, peer in new.peers.items():
@@ -100,6 +119,7 @@ def loosenings(old: LoadedProfile, new: LoadedProfile) -> tuple[str, ...]:
     if after.tools.allow_hardlinks and not before.tools.allow_hardlinks:
         found.append("hard-linked files may be read")
     found += _command_loosenings(before, after)
+    found += _confinement_loosenings(before, after)
     found += _peer_loosenings(before, after)
     new_addrs = [a for a in after.node.listen if a not in before.node.listen]
     if exposed := [a for a in new_addrs if not a.startswith(_LOOPBACK_PREFIXES)]:

@@ -55,6 +55,13 @@ LOOSER = [
      ['git no longer refuses "--output"']),
     ("executable_pinned", [('name = "git"\n', 'name = "git"\npath = "/opt/git"\n')],
      ["git now runs /opt/git"]),
+    ("confinement_turned_off", [("[tools]\n", '[tools.run_command]\nconfine = "off"\n[tools]\n')],
+     ['commands confined "off" (was "auto")']),
+    ("network_opened", [("[tools]\n", "[tools.run_command]\nnetwork = true\n[tools]\n")],
+     ["commands may open network connections"]),
+    ("read_path_added", [("[tools]\n", '[tools.run_command]\nread_paths = ["/opt/x"]\n'
+                          "[tools]\n")],
+     ['commands may also read "/opt/x"']),
     ("peer_added", [("[peers.alice]", f'[peers.bob]\npeer_id = "{BOB}"\n[peers.alice]')],
      ["peer bob newly trusted"]),
     ("alias_names_another_peer", [(ALICE, BOB)], ["peer alice newly trusted"]),
@@ -81,6 +88,30 @@ NOT_LOOSER = [
     ("listening_on_another_loopback_port",
      [("[tools]\n", '[node]\nlisten = ["/ip4/127.0.0.1/tcp/4002"]\n[tools]\n')]),
 ]  # fmt: skip
+
+
+# (old [tools.run_command] settings, new ones, the loosenings announced)
+CONFINEMENT = [
+    ('confine = "required"', 'confine = "auto"', ['commands confined "auto" (was "required")']),
+    ('confine = "required"', 'confine = "off"', ['commands confined "off" (was "required")']),
+    ('secret_paths = ["/srv/keys", "~/.aws"]', 'secret_paths = ["~/.aws"]',
+     ['"/srv/keys" no longer secret to commands']),
+    ('read_paths = ["/opt/x"]', 'read_paths = ["/opt/x", "/opt/y"]',
+     ['commands may also read "/opt/y"']),
+    ('confine = "auto"', 'confine = "required"', []),
+    ("network = true", "network = false", []),
+    ('secret_paths = ["~/.aws"]', 'secret_paths = ["~/.aws", "/srv/keys"]', []),
+    ('read_paths = ["/opt/x"]', "read_paths = []", []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), CONFINEMENT)
+def test_a_weaker_confinement_of_commands_is_named(project, old, new, expected) -> None:
+    def loaded(settings: str):
+        text = BASE.replace("[tools]\n", f"[tools.run_command]\n{settings}\n[tools]\n")
+        return parse_profile(text, file="default.toml", project_dir=project, name="default")
+
+    assert list(loosenings(loaded(old), loaded(new))) == expected
 
 
 @pytest.fixture
@@ -112,7 +143,9 @@ def test_changes_that_allow_no_more_are_not_called_loosening(project, replacemen
 
 
 def test_the_reload_line_says_in_one_line_that_the_rules_got_looser(project) -> None:
-    old, new = _loaded(project, []), _loaded(project, LOOSER[0][1] + LOOSER[12][1])
+    change = {name: replacements for name, replacements, _ in LOOSER}
+    both = change["a_protected_pattern_removed"] + change["alias_names_another_peer"]
+    old, new = _loaded(project, []), _loaded(project, both)
     update = UpdateEnv(
         "p", ("protected_files", "peers"), snapshot=new, loosened=loosenings(old, new)
     )
