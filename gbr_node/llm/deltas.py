@@ -6,6 +6,9 @@ Source of the wire shapes: OpenAI chat-completions streaming
 compatible servers actually send (Gemini, Ollama, vLLM, llama.cpp,
 LM Studio, OpenRouter, DeepSeek):
 
+- a stream that ends with the whole answer as a `message` instead of a last
+  `delta` (its text is not doubled: only what it adds to the streamed text
+  counts, and its tool calls only when none was streamed);
 - a usage-only chunk whose `choices` is empty or null; a chunk whose only
   choice has an index other than 0 (one per token, as Foundry Local sends);
 - reasoning under `reasoning_content` or `reasoning` (one is taken per delta);
@@ -182,7 +185,10 @@ class DeltaAssembler:
                 continue
             # the first choice; a chunk's only choice is it whatever its index says
             if len(choices) == 1 or choice.get("index", 0) in (0, None):
-                events += self._choice(choice.get("delta") or choice.get("message") or {})
+                if choice.get("delta") or not isinstance(choice.get("message"), Mapping):
+                    events += self._choice(choice.get("delta") or {})
+                else:
+                    events += self._choice(self._news_of(choice["message"]))
                 if choice.get("finish_reason"):
                     self._finish_reason = str(choice["finish_reason"])
         if self._finish_reason == "error":
@@ -250,6 +256,21 @@ class DeltaAssembler:
             partial=partial,
             error=error,
         )
+
+    def _news_of(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """What a whole `message` (a non-streamed answer, or the snapshot of the whole
+        answer some streams end with instead of a last delta) adds to what arrived:
+        the end of its text and reasoning past what was streamed, and its tool calls
+        when none was streamed (they restate the streamed ones otherwise)."""
+        news = dict(message)
+        for key, before in (("content", self._text), ("reasoning_content", self._reasoning),
+                            ("reasoning", self._reasoning)):  # fmt: skip
+            whole, so_far = message.get(key), "".join(before)
+            if isinstance(whole, str) and so_far:
+                news[key] = whole[len(so_far) :] if whole.startswith(so_far) else ""
+        if self._slots:
+            news.pop("tool_calls", None)
+        return news
 
     def _choice(self, delta: object) -> list[Event]:
         if not isinstance(delta, Mapping):

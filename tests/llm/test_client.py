@@ -173,6 +173,27 @@ async def test_error_chunk_mid_stream_keeps_partial_text_and_shows_its_message(
     assert (completion.partial, completion.text, completion.error) == (True, "Half an ", shown)
 
 
+async def test_a_stream_ending_with_the_whole_message_shows_the_text_once(server, settings):
+    whole = {"role": "assistant", "content": "Hello world"}
+    final = {"choices": [{"index": 0, "message": whole, "finish_reason": "stop"}]}
+    server.enqueue(SseReply([chunk("Hello "), chunk("world"), final]))
+    async with ModelClient(settings()) as client:
+        events = await collect(client)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hello ", "world"]
+    assert events[-1].message == whole and not events[-1].partial
+
+
+async def test_a_tool_call_cut_at_the_token_limit_never_runs(server, settings) -> None:
+    cut = {"index": 0, "id": "c1", "function": {"name": "read_file", "arguments": "{}"}}
+    server.enqueue(SseReply([{"choices": [{"index": 0, "delta": {"tool_calls": [cut]}}]},
+                             chunk(finish="length")]))  # fmt: skip
+    async with ModelClient(settings()) as client:
+        events = await collect(client, tools=READ_TOOL)
+    completion = events[-1]
+    assert completion.tool_calls == () and "tool_calls" not in completion.message
+    assert "finish_reason length" in completion.invalid_tool_calls[0].reason
+
+
 async def test_server_dying_mid_stream_keeps_partial_text(server, settings) -> None:
     server.enqueue(SseReply([chunk("Half "), chunk("an answer"), Drop()]))
     async with ModelClient(settings()) as client:

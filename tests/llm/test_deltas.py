@@ -423,6 +423,54 @@ def test_a_non_streamed_answer_with_calls_sharing_an_id_runs_each_under_its_own_
     assert completion.invalid_tool_calls == ()
 
 
+def _snapshot(**message: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "message": {"role": "assistant", **message},
+                         "finish_reason": "stop"}]}  # fmt: skip
+
+
+# (name, payloads, text and runnable calls expected): streams that end with the whole answer
+SNAPSHOT_ENDS = [
+    ("text_restated", [delta(content="Hel"), delta(content="lo"), _snapshot(content="Hello"),
+                       DONE], "Hello", []),
+    ("text_restated_with_its_last_piece", [delta(content="Hel"), _snapshot(content="Hello"),
+                                           DONE], "Hello", []),
+    ("reasoning_and_text_restated", [delta(reasoning_content="hm"), delta(content="ok"),
+                                     _snapshot(reasoning_content="hm", content="ok"), DONE],
+     "ok", []),
+    ("snapshot_that_disagrees_keeps_what_streamed", [delta(content="Hello"),
+                                                     _snapshot(content="Bye"), DONE],
+     "Hello", []),
+    ("tool_calls_restated", [
+        calls(call(0, "a", "read", '{"p": 1}'), call(1, "b", "read", '{"p": 2}')),
+        _snapshot(content=None, tool_calls=[
+            {"id": "a", "type": "function", "function": {"name": "read", "arguments": '{"p": 1}'}},
+            {"id": "b", "type": "function", "function": {"name": "read", "arguments": '{"p": 2}'}},
+        ]), DONE,
+    ], "", [("a", "read", {"p": 1}), ("b", "read", {"p": 2})]),
+    ("tool_calls_without_ids_restated", [
+        calls(call(name="read", args='{"p": 1}')), calls(call(name="read", args='{"p": 2}')),
+        _snapshot(tool_calls=[{"function": {"name": "read", "arguments": '{"p": 1}'}},
+                              {"function": {"name": "read", "arguments": '{"p": 2}'}}]), DONE,
+    ], "", [("gen_1", "read", {"p": 1}), ("gen_2", "read", {"p": 2})]),
+    ("only_a_snapshot", [_snapshot(content="Hi", tool_calls=[
+        {"id": "a", "function": {"name": "read", "arguments": "{}"}}]), DONE],
+     "Hi", [("a", "read", {})]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("payloads", "text", "expected"),
+    [c[1:] for c in SNAPSHOT_ENDS],
+    ids=[c[0] for c in SNAPSHOT_ENDS],
+)
+def test_a_stream_ending_with_the_whole_message_doubles_nothing(payloads, text, expected):
+    events, completion = assemble(*payloads)
+    assert completion.text == text
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == text
+    assert runnable(completion) == expected
+    assert completion.error is None
+
+
 def test_non_streamed_answer_without_choices_is_an_error() -> None:
     assembler = DeltaAssembler()
     assembler.feed_message({"id": "x"})
