@@ -18,6 +18,9 @@ announced as such, in the same one line as the reload (`control.Node`):
   another path;
 - commands confined less: `confine` weaker ("required" > "auto" > "off"),
   `network` turned on, `read_paths` added, `secret_paths` removed;
+- folders the library reads newly named (`[library] sources` and
+  `environments` added: their files become readable through the library
+  tools);
 - peers newly trusted (a new alias, or an alias now naming another peer ID)
   and tools newly granted to a peer;
 - listen addresses that reach beyond this machine (not loopback) added.
@@ -89,6 +92,17 @@ def _confinement_loosenings(old: Profile, new: Profile) -> list[str]:
     return found
 
 
+def _library_loosenings(old: Profile, new: Profile) -> list[str]:
+    before, after = old.library, new.library
+    found = []
+    if added := [s for s in after.sources if s not in before.sources]:
+        found.append(f"the library also reads {_quoted(added)}")
+    was = before.environments or ()
+    if added := [e for e in after.environments or () if e not in was]:
+        found.append(f"the library also reads the environments {_quoted(added)}")
+    return found
+
+
 def _peer_loosenings(old: Profile, new: Profile) -> list[str]:
     found = []
     for alias, peer in new.peers.items():
@@ -120,6 +134,7 @@ def loosenings(old: LoadedProfile, new: LoadedProfile) -> tuple[str, ...]:
         found.append("hard-linked files may be read")
     found += _command_loosenings(before, after)
     found += _confinement_loosenings(before, after)
+    found += _library_loosenings(before, after)
     found += _peer_loosenings(before, after)
     new_addrs = [a for a in after.node.listen if a not in before.node.listen]
     if exposed := [a for a in new_addrs if not a.startswith(_LOOPBACK_PREFIXES)]:

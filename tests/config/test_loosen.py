@@ -62,6 +62,11 @@ LOOSER = [
     ("read_path_added", [("[tools]\n", '[tools.run_command]\nread_paths = ["/opt/x"]\n'
                           "[tools]\n")],
      ['commands may also read "/opt/x"']),
+    ("library_source_added", [("[tools]\n", '[library]\nsources = ["/srv/pkgs"]\n[tools]\n')],
+     ['the library also reads "/srv/pkgs"']),
+    ("library_environment_named", [("[tools]\n", '[library]\nenvironments = ["/opt/venv"]\n'
+                                    "[tools]\n")],
+     ['the library also reads the environments "/opt/venv"']),
     ("peer_added", [("[peers.alice]", f'[peers.bob]\npeer_id = "{BOB}"\n[peers.alice]')],
      ["peer bob newly trusted"]),
     ("alias_names_another_peer", [(ALICE, BOB)], ["peer alice newly trusted"]),
@@ -85,6 +90,7 @@ NOT_LOOSER = [
     ("a_peer_removed", [(f'[peers.alice]\npeer_id = "{ALICE}"\ntools = ["read_file"]\n', "")]),
     ("a_grant_withdrawn", [('tools = ["read_file"]', "tools = []")]),
     ("limits_and_model", [("[tools]\n", '[model]\nmodel = "m"\n[tools]\nread_max_bytes = 9\n')]),
+    ("library_prelookup_off", [("[tools]\n", "[library]\nprelookup = false\n[tools]\n")]),
     ("listening_on_another_loopback_port",
      [("[tools]\n", '[node]\nlisten = ["/ip4/127.0.0.1/tcp/4002"]\n[tools]\n')]),
 ]  # fmt: skip
