@@ -320,6 +320,33 @@ def test_an_extraction_runs_alone(make_registry, root, argv, alone) -> None:
         holder.join()
 
 
+@pytest.mark.parametrize(
+    ("link", "target", "refused"),
+    [
+        ("a/b/c/deep", "{outside}", True),  # anywhere in the root, however deep
+        ("dangling", "{outside}/gone/x", True),  # its target need not exist
+        ("up", "..", True),
+        ("to_sub", "sub", False),  # links inside the root are fine
+        ("a/b/back", "../../sub", False),
+    ],
+    ids=lambda v: v if isinstance(v, str) else str(v),
+)
+def test_any_symlink_out_of_the_root_stops_an_extraction(
+    make_registry, root, outside, link, target, refused
+) -> None:
+    (root / "sub").mkdir()
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(target.format(outside=outside))
+    _tar_of(root, "x/new.txt")
+    registry = make_registry(**{"run_command": {"allow": ["tar"]}})
+    if refused:
+        with pytest.raises(SecurityViolation, match=f"{link} is a symlink leading out"):
+            registry.call("run_command", {"argv": ["tar", "-xf", "in.tar"]})
+    else:
+        registry.call("run_command", {"argv": ["tar", "-xf", "in.tar"]})
+        assert (root / "x" / "new.txt").read_text() == "written\n"
+
+
 def test_zip_stores_links_as_links(make_registry, linked_root) -> None:
     if shutil.which("zip") is None:
         pytest.skip("zip is not installed")
