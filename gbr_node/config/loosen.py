@@ -21,6 +21,9 @@ announced as such, in the same one line as the reload (`control.Node`):
 - folders the library reads newly named (`[library] sources` and
   `environments` added: their files become readable through the library
   tools);
+- MCP servers newly mounted, one now started by another command or reached
+  at another URL, or offering more of its tools (a mounted server runs
+  outside the sandbox with the person's rights, GBR-MCP-01);
 - peers newly trusted (a new alias, or an alias now naming another peer ID)
   and tools newly granted to a peer;
 - listen addresses that reach beyond this machine (not loopback) added.
@@ -103,6 +106,21 @@ def _library_loosenings(old: Profile, new: Profile) -> list[str]:
     return found
 
 
+def _mcp_loosenings(old: Profile, new: Profile) -> list[str]:
+    found = []
+    for name, server in new.mcp_servers.items():
+        was = old.mcp_servers.get(name)
+        if was is None:
+            found.append(f"MCP server {name} newly mounted (it runs outside the sandbox)")
+        elif (server.command, server.env, server.url) != (was.command, was.env, was.url):
+            found.append(f"MCP server {name} now started or reached otherwise")
+        elif was.tools != "*" and (
+            server.tools == "*" or any(t not in was.tools for t in server.tools)
+        ):
+            found.append(f"MCP server {name} offers more of its tools")
+    return found
+
+
 def _peer_loosenings(old: Profile, new: Profile) -> list[str]:
     found = []
     for alias, peer in new.peers.items():
@@ -135,6 +153,7 @@ def loosenings(old: LoadedProfile, new: LoadedProfile) -> tuple[str, ...]:
     found += _command_loosenings(before, after)
     found += _confinement_loosenings(before, after)
     found += _library_loosenings(before, after)
+    found += _mcp_loosenings(before, after)
     found += _peer_loosenings(before, after)
     new_addrs = [a for a in after.node.listen if a not in before.node.listen]
     if exposed := [a for a in new_addrs if not a.startswith(_LOOPBACK_PREFIXES)]:

@@ -67,6 +67,8 @@ LOOSER = [
     ("library_environment_named", [("[tools]\n", '[library]\nenvironments = ["/opt/venv"]\n'
                                     "[tools]\n")],
      ['the library also reads the environments "/opt/venv"']),
+    ("mcp_server_mounted", [("[tools]\n", '[mcp_servers.fs]\ncommand = ["mcp-fs"]\n[tools]\n')],
+     ["MCP server fs newly mounted (it runs outside the sandbox)"]),
     ("peer_added", [("[peers.alice]", f'[peers.bob]\npeer_id = "{BOB}"\n[peers.alice]')],
      ["peer bob newly trusted"]),
     ("alias_names_another_peer", [(ALICE, BOB)], ["peer alice newly trusted"]),
@@ -94,6 +96,32 @@ NOT_LOOSER = [
     ("listening_on_another_loopback_port",
      [("[tools]\n", '[node]\nlisten = ["/ip4/127.0.0.1/tcp/4002"]\n[tools]\n')]),
 ]  # fmt: skip
+
+
+# (old [mcp_servers.fs] settings, new ones, the loosenings announced)
+MCP = [
+    ('command = ["mcp-fs"]', 'command = ["sh", "-c", "evil"]',
+     ["MCP server fs now started or reached otherwise"]),
+    ('command = ["mcp-fs"]', 'command = ["mcp-fs"]\nenv = {LD_PRELOAD = "x.so"}',
+     ["MCP server fs now started or reached otherwise"]),
+    ('url = "http://127.0.0.1:7001/mcp"', 'url = "http://127.0.0.1:7002/mcp"',
+     ["MCP server fs now started or reached otherwise"]),
+    ('command = ["mcp-fs"]\ntools = ["read"]', 'command = ["mcp-fs"]\ntools = ["read", "write"]',
+     ["MCP server fs offers more of its tools"]),
+    ('command = ["mcp-fs"]\ntools = ["read"]', 'command = ["mcp-fs"]',
+     ["MCP server fs offers more of its tools"]),
+    ('command = ["mcp-fs"]', 'command = ["mcp-fs"]\ntools = ["read"]', []),
+    ('command = ["mcp-fs"]', 'command = ["mcp-fs"]\ntimeout_s = 5', []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), MCP)
+def test_an_mcp_server_started_otherwise_or_offering_more_is_named(project, old, new, expected):
+    def loaded(settings: str):
+        text = BASE.replace("[tools]\n", f"[mcp_servers.fs]\n{settings}\n[tools]\n")
+        return parse_profile(text, file="default.toml", project_dir=project, name="default")
+
+    assert list(loosenings(loaded(old), loaded(new))) == expected
 
 
 # (old [tools.run_command] settings, new ones, the loosenings announced)
