@@ -12,13 +12,21 @@ exists (DESIGN.md, "profiles are TOML (JSON may also be read)").
 A profile file, and its `system_prompt_file`, must resolve inside the project
 folder: one that is, or goes through, a symlink leading out of it is refused
 like a broken file (GBR-FAIL-01), so that a link planted in place of a
-profile cannot swap in rules from elsewhere.
+profile cannot swap in rules from elsewhere. Each must be a regular file of at
+most `MAX_SOURCE_BYTES` (`read_source`: a FIFO planted in its place would
+block every read). The files a profile was read from are protected in the
+sandbox it puts in force (`build_sandbox`), wherever they are in the root:
+a profile that is a symlink to `profiles/dev.toml`, or a prompt file, would
+otherwise be the agent's to rewrite. A leading UTF-8 BOM is dropped; line
+ends may be CRLF.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -33,6 +41,10 @@ from gbr_node.sandbox import Sandbox
 
 PROFILE_DIR = ".gbr_envs"
 _SUFFIXES = (".toml", ".json")
+MAX_SOURCE_BYTES = 1024 * 1024
+"""Largest profile or prompt file read, in bytes."""
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -65,14 +77,25 @@ class LoadedProfile:
 
 def build_sandbox(loaded: LoadedProfile) -> Sandbox:
     """The sandbox a loaded profile puts in force: its root (admitting the
-    spellings in `root_aliases`), its protected files and its hard-link rule
-    (`[tools] allow_hardlinks`). Raises as `Sandbox`."""
+    spellings in `root_aliases`), its protected files and the files it was read
+    from (wherever a symlinked profile or a prompt file lies in the root), and
+    its hard-link rule (`[tools] allow_hardlinks`). Raises as `Sandbox`."""
+    sources = []
+    for source in loaded.source_files:
+        real = pathlib.Path(os.path.realpath(source))
+        if real.is_relative_to(loaded.root) and real != loaded.root:
+            sources.append(_literal_pattern(real.relative_to(loaded.root).as_posix()))
     return Sandbox(
         loaded.root,
-        loaded.profile.protected_files,
+        [*loaded.profile.protected_files, *sources],
         aliases=[str(alias) for alias in loaded.root_aliases],
         allow_hardlinks=loaded.profile.tools.allow_hardlinks,
     )
+
+
+def _literal_pattern(relative: str) -> str:
+    """A protected-file glob matching exactly `relative` (`*`, `?`, `[` escaped)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in relative)
 
 
 def find_project_dir(start: pathlib.Path) -> pathlib.Path:
@@ -154,17 +177,26 @@ def load_profile(project_dir: pathlib.Path, name: str = "default") -> LoadedProf
             f"profile {name!r} not found: {path} does not exist; {hint}", file=str(path)
         )
     _refuse_outside(path, project_dir, file=str(path), key=None, line=None)
-    text = _read_text(path, file=str(path), key=None, line=None)
+    text, digest = _read_text(path, file=str(path), key=None, line=None)
     fmt = "json" if path.suffix == ".json" else "toml"
-    return parse_profile(text, file=str(path), project_dir=spelling, name=name, fmt=fmt)
+    return parse_profile(
+        text, file=str(path), project_dir=spelling, name=name, fmt=fmt, digest=digest
+    )
 
 
 def parse_profile(
-    text: str, *, file: str, project_dir: pathlib.Path, name: str, fmt: str = "toml"
+    text: str,
+    *,
+    file: str,
+    project_dir: pathlib.Path,
+    name: str,
+    fmt: str = "toml",
+    digest: bytes | None = None,
 ) -> LoadedProfile:
     """Validate profile `text` (`fmt` "toml" or "json") and resolve it against `project_dir`.
 
-    `file` names the profile in errors and in `source_files`. Reads
+    `file` names the profile in errors and in `source_files`; `digest` is the
+    digest of the file's bytes as read (by default that of `text`). Reads
     `system_prompt_file` (UTF-8, relative to `project_dir`) when set, and
     checks that `allowed_root` (relative to `project_dir`; `~` expanded)
     exists and is a directory. `project_dir` may be spelled through a symlink:
@@ -189,16 +221,16 @@ def parse_profile(
             key="allowed_root",
         )
     sources = [pathlib.Path(file)]
-    digests = [content_digest(text.encode("utf-8"))]
+    digests = [content_digest(text.encode("utf-8")) if digest is None else digest]
     system_prompt = profile.system_prompt
     if profile.system_prompt_file is not None:
         prompt_path = project_dir / os.path.expanduser(profile.system_prompt_file)
         where = {"file": file, "key": "system_prompt_file"}
         line = key_line(text, ("system_prompt_file",), fmt)
         _refuse_outside(prompt_path, project_dir, line=line, **where)
-        system_prompt = _read_text(prompt_path, line=line, **where)
+        system_prompt, prompt_digest = _read_text(prompt_path, line=line, **where)
         sources.append(prompt_path)
-        digests.append(content_digest(system_prompt.encode("utf-8")))
+        digests.append(prompt_digest)
     spellings = {pathlib.Path(os.path.abspath(at / root_given)) for at in (spelling, project_dir)}
     if root.is_relative_to(project_dir):
         spellings.add(spelling / root.relative_to(project_dir))
@@ -269,9 +301,40 @@ def _refuse_outside(
         )
 
 
-def _read_text(path: pathlib.Path, *, file: str, key: str | None, line: int | None) -> str:
+def read_source(path: pathlib.Path) -> bytes:
+    """The bytes of a profile or prompt file: a regular file (symlinks followed) of at
+    most MAX_SOURCE_BYTES. It is opened without blocking, so that a FIFO in its
+    place never hangs a load or a watcher's poll.
+
+    Raises:
+        OSError: it cannot be opened or read, is no regular file (a FIFO, a
+            folder, a device: `strerror` says which), or is larger.
+    """
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC)
     try:
-        return path.read_text(encoding="utf-8")
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else None
+            raise OSError(errno.EINVAL, f"it is {kind or 'a special file'}, not a regular file")
+        chunks, size = [], 0
+        while chunk := os.read(fd, MAX_SOURCE_BYTES + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_SOURCE_BYTES:
+                raise OSError(errno.EFBIG, f"it is larger than {MAX_SOURCE_BYTES} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_text(
+    path: pathlib.Path, *, file: str, key: str | None, line: int | None
+) -> tuple[str, bytes]:
+    """The text of `path` (UTF-8, a leading BOM dropped, line ends made LF) and the
+    digest of its bytes."""
+    try:
+        data = read_source(path)
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise ProfileError(
             f"{path} is not UTF-8 text: {exc.reason}", file=file, line=line, key=key
@@ -279,3 +342,4 @@ def _read_text(path: pathlib.Path, *, file: str, key: str | None, line: int | No
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
         raise ProfileError(f"cannot read {path}: {reason}", file=file, line=line, key=key) from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n"), content_digest(data)

@@ -16,6 +16,14 @@ announced as such, in the same one line as the reload (`control.Node`):
 - `run_command` programs newly allowed, a program's subcommand restriction
   dropped or widened, its `deny_args` shortened, its executable pinned to
   another path;
+- commands confined less: `confine` weaker ("required" > "auto" > "off"),
+  `network` turned on, `read_paths` added, `secret_paths` removed;
+- folders the library reads newly named (`[library] sources` and
+  `environments` added: their files become readable through the library
+  tools);
+- MCP servers newly mounted, one now started by another command or reached
+  at another URL, or offering more of its tools (a mounted server runs
+  outside the sandbox with the person's rights, GBR-MCP-01);
 - peers newly trusted (a new alias, or an alias now naming another peer ID)
   and tools newly granted to a peer;
 - listen addresses that reach beyond this machine (not loopback) added.
@@ -70,6 +78,49 @@ def _command_loosenings(old: Profile, new: Profile) -> list[str]:
     return found
 
 
+_CONFINE_STRENGTH = {"off": 0, "auto": 1, "required": 2}
+
+
+def _confinement_loosenings(old: Profile, new: Profile) -> list[str]:
+    before, after = old.tools.run_command, new.tools.run_command
+    found = []
+    if _CONFINE_STRENGTH[after.confine] < _CONFINE_STRENGTH[before.confine]:
+        found.append(f'commands confined "{after.confine}" (was "{before.confine}")')
+    if after.network and not before.network:
+        found.append("commands may open network connections")
+    if added := [p for p in after.read_paths if p not in before.read_paths]:
+        found.append(f"commands may also read {_quoted(added)}")
+    if removed := [p for p in before.secret_paths if p not in after.secret_paths]:
+        found.append(f"{_quoted(removed)} no longer secret to commands")
+    return found
+
+
+def _library_loosenings(old: Profile, new: Profile) -> list[str]:
+    before, after = old.library, new.library
+    found = []
+    if added := [s for s in after.sources if s not in before.sources]:
+        found.append(f"the library also reads {_quoted(added)}")
+    was = before.environments or ()
+    if added := [e for e in after.environments or () if e not in was]:
+        found.append(f"the library also reads the environments {_quoted(added)}")
+    return found
+
+
+def _mcp_loosenings(old: Profile, new: Profile) -> list[str]:
+    found = []
+    for name, server in new.mcp_servers.items():
+        was = old.mcp_servers.get(name)
+        if was is None:
+            found.append(f"MCP server {name} newly mounted (it runs outside the sandbox)")
+        elif (server.command, server.env, server.url) != (was.command, was.env, was.url):
+            found.append(f"MCP server {name} now started or reached otherwise")
+        elif was.tools != "*" and (
+            server.tools == "*" or any(t not in was.tools for t in server.tools)
+        ):
+            found.append(f"MCP server {name} offers more of its tools")
+    return found
+
+
 def _peer_loosenings(old: Profile, new: Profile) -> list[str]:
     found = []
     for alias, peer in new.peers.items():
@@ -100,6 +151,9 @@ def loosenings(old: LoadedProfile, new: LoadedProfile) -> tuple[str, ...]:
     if after.tools.allow_hardlinks and not before.tools.allow_hardlinks:
         found.append("hard-linked files may be read")
     found += _command_loosenings(before, after)
+    found += _confinement_loosenings(before, after)
+    found += _library_loosenings(before, after)
+    found += _mcp_loosenings(before, after)
     found += _peer_loosenings(before, after)
     new_addrs = [a for a in after.node.listen if a not in before.node.listen]
     if exposed := [a for a in new_addrs if not a.startswith(_LOOPBACK_PREFIXES)]:

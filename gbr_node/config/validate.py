@@ -108,13 +108,15 @@ def validate_text(text: str, *, file: str, fmt: str = "toml") -> Profile:
     Raises ProfileError (see the module docstring for its shape) on syntax
     errors, invalid or unknown keys, when both `system_prompt` and
     `system_prompt_file` are set, and for a document with no settings at all
-    (empty, blank or comments only): a truncated save must never put the
-    built-in defaults in force (GBR-FAIL-01).
+    (empty, blank, comments or empty tables only: a save cut after `[tools]`):
+    a truncated save must never put the built-in defaults in force
+    (GBR-FAIL-01).
     """
     data = decode(text, file=file, fmt=fmt)
-    if not data:
+    if not _holds_a_setting(data):
         raise ProfileError(
-            "the profile holds no settings (the file is empty, blank or only comments); "
+            "the profile holds no settings (the file is empty, blank, only comments or only "
+            "table headers such as [tools]); "
             "an empty profile is refused so that a truncated save never puts the built-in "
             "defaults in force",
             file=file,
@@ -131,6 +133,13 @@ def validate_text(text: str, *, file: str, fmt: str = "toml") -> Profile:
             key="system_prompt_file",
         )
     return profile
+
+
+def _holds_a_setting(data: object) -> bool:
+    """True when `data` (a decoded document) has a value that is not a table, at any depth."""
+    if isinstance(data, dict):
+        return any(_holds_a_setting(value) for value in data.values())
+    return True
 
 
 def _translate(

@@ -61,7 +61,7 @@ from gbr_node.config.changes import (
     profile_changes,
 )
 from gbr_node.config.events import ProfileRejected, UpdateEnv
-from gbr_node.config.loader import LoadedProfile, load_profile
+from gbr_node.config.loader import LoadedProfile, load_profile, read_source
 from gbr_node.config.loosen import loosenings
 from gbr_node.errors import ProfileError
 
@@ -82,6 +82,9 @@ HOLD_S = 0.5
 it takes effect: editors' two-step saves (truncate, write; write, rename) are
 over well within it, and a file caught between two writes may parse yet be
 none of what the person saved."""
+
+RELOAD_ATTEMPTS = 4
+"""Holds `/env reload` waits through while the profile is still being written."""
 
 
 class ProfileWatcher:
@@ -111,6 +114,7 @@ class ProfileWatcher:
         self._interval = poll_interval_s
         self._fingerprints: dict[pathlib.Path, Fingerprint] = {}
         self._gate = ReloadGate()
+        self._unsettled = False
         self._lock = trio.Lock()
         self._polls = self._hashes = self._loads = 0
 
@@ -151,10 +155,18 @@ class ProfileWatcher:
 
     async def check_now(self) -> Outcome:
         """Reload now, changed files or not (`/env reload`). A failure is sent at
-        once, even if it was reported before. Returns what was sent, or None
-        when the profile on disk is in effect the one in force."""
+        once, even if it was reported before. A save caught while it is being
+        written is read again, up to `RELOAD_ATTEMPTS` holds, so that a reload
+        asked for during a save applies it. Returns what was sent, or None when
+        the profile on disk is in effect the one in force (or was still being
+        written after those attempts: the next poll takes it)."""
         async with self._lock:
-            return await self._check(force=True)
+            for _ in range(RELOAD_ATTEMPTS):
+                self._unsettled = False
+                outcome = await self._check(force=True)
+                if not self._unsettled:
+                    return outcome
+            return None
 
     async def switch(self, name: str) -> UpdateEnv | ProfileRejected:
         """Load profile `name` of the same project and put it in force (`/env use NAME`).
@@ -191,6 +203,7 @@ class ProfileWatcher:
             if not changed and self._gate.reported is None:
                 return await self._apply(None, outcome, observed, ReloadGate())
             if not await self._held_still(outcome):
+                self._unsettled = True
                 return None  # still being written: the next poll reads it again
             update = self._update(outcome, changed)
             return await self._apply(update, outcome, observed, ReloadGate())
@@ -285,8 +298,9 @@ def _digests(paths: Sequence[pathlib.Path]) -> dict[pathlib.Path, bytes | None]:
 
 
 def _digest(path: pathlib.Path) -> bytes | None:
-    """BLAKE2b-128 of the file's bytes, or None when it cannot be read."""
+    """BLAKE2b-128 of the file's bytes, or None when it cannot be read (or is no
+    regular file: a FIFO must not block the poll)."""
     try:
-        return content_digest(path.read_bytes())
+        return content_digest(read_source(path))
     except OSError:
         return None

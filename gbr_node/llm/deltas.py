@@ -6,11 +6,19 @@ Source of the wire shapes: OpenAI chat-completions streaming
 compatible servers actually send (Gemini, Ollama, vLLM, llama.cpp,
 LM Studio, OpenRouter, DeepSeek):
 
-- a usage-only chunk whose `choices` is empty or null;
+- a stream that ends with the whole answer as a `message` instead of a last
+  `delta` (its text is not doubled: only what it adds to the streamed text
+  counts, and its tool calls only when none was streamed);
+- a usage-only chunk whose `choices` is empty or null; a chunk whose only
+  choice has an index other than 0 (one per token, as Foundry Local sends);
 - reasoning under `reasoning_content` or `reasoning` (one is taken per delta);
 - tool-call fragments without `index`; every parallel call at index 0 with
-  different ids; no ids (unique `call_<hex>` ids are generated); the id sent
-  inside `function` instead of beside it; the name repeated or blanked in
+  different ids; no ids (unique `call_<hex>` ids are generated); parallel
+  calls sharing one id at their own indexes (DeepSeek, GLM) or at the same
+  index (some engines behind OpenRouter), streamed or not (the later ones get
+  generated ids, so that no two results answer one id); the id sent
+  inside `function` instead of beside it; one id with the name and another
+  with every later fragment of the same call; the name repeated or blanked in
   later fragments; whole arguments at once, or as a JSON object instead of a
   string; the complete arguments re-sent in the final chunk (not doubled);
   arguments first sent as an empty placeholder `{}` and then as the real
@@ -18,13 +26,19 @@ LM Studio, OpenRouter, DeepSeek):
   `{}{"p": 1}` is never what the call gets); tool calls ending with
   finish_reason "stop";
 - an error object (`{"error": {...}}`, Gemini's `[{"error": {...}}]`, vLLM's
-  `{"object": "error", "message": ..., "code": ...}`, or an SSE
-  `event: error`) in the middle of the stream: the partial text is kept, the
-  result marked partial and its error is the server's message.
+  `{"object": "error", "message": ..., "code": ...}`, `{"type": "error",
+  ...}`, an SSE `event: error`, or llama.cpp's `error:` field) in the middle
+  of the stream: the partial text is kept, the result marked partial and its
+  error is the server's message; a `finish_reason` of "error" (OpenRouter's
+  mid-stream failures) ends the turn the same way, with or without an error
+  object beside it.
 
 A tool call is runnable only when the stream ended normally ([DONE] or a
-finish_reason, and no error) and its arguments parse strictly as a JSON
-object (`events.parse_arguments`).
+finish_reason, and no error), the answer was not cut short (finish_reason
+"length" or "content_filter": the arguments that arrived may parse and still
+be a truncated call, such as the placeholder `{}` of a call cut after its
+name), and its arguments parse strictly as a JSON object
+(`events.parse_arguments`).
 """
 
 from __future__ import annotations
@@ -47,11 +61,16 @@ from gbr_node.llm.events import (
 )
 
 _ERROR_TEXT_LIMIT = 500
+_CUT_SHORT = frozenset({"length", "content_filter"})
+"""finish_reason values that say the answer was cut (OpenAI chat-completions): a tool
+call then never runs, even when what arrived parses (vLLM then sent a placeholder
+"{}" for a call cut after its name)."""
 
 
 def _is_error_object(body: Mapping[str, Any]) -> bool:
-    """vLLM's error chunk: `{"object": "error", "message": ..., "type": ..., "code": ...}`."""
-    return body.get("object") == "error"
+    """vLLM's error chunk: `{"object": "error", "message": ..., "type": ..., "code": ...}`,
+    or `{"type": "error", ...}` as Anthropic-style servers and proxies send it."""
+    return body.get("object") == "error" or body.get("type") == "error"
 
 
 def new_call_id() -> str:
@@ -71,7 +90,7 @@ def error_message(body: object) -> str | None:
         body = body[0]
     if not isinstance(body, Mapping):
         return None
-    error = body if _is_error_object(body) else body.get("error")
+    error = body.get("error") or (body if _is_error_object(body) else None)
     if isinstance(error, str) and error:
         return error[:_ERROR_TEXT_LIMIT]
     if isinstance(error, Mapping):
@@ -134,7 +153,9 @@ class DeltaAssembler:
             chunk = json.loads(data)
         except ValueError:
             chunk = None
-        if event == "error":
+        if event == "error":  # its data is the error itself, or a body holding one
+            if isinstance(chunk, Mapping) and "error" not in chunk:
+                chunk = {"error": chunk}
             self._error = error_message(chunk) or data.strip()[:_ERROR_TEXT_LIMIT] or "error"
             return []
         if chunk is None:
@@ -158,11 +179,20 @@ class DeltaAssembler:
         if isinstance(chunk.get("usage"), Mapping):
             self._usage = dict(chunk["usage"])
         events: list[Event] = []
-        for choice in chunk.get("choices") or ():
-            if isinstance(choice, Mapping) and choice.get("index", 0) in (0, None):
-                events += self._choice(choice.get("delta") or choice.get("message") or {})
+        choices = chunk.get("choices") or ()
+        for choice in choices:
+            if not isinstance(choice, Mapping):
+                continue
+            # the first choice; a chunk's only choice is it whatever its index says
+            if len(choices) == 1 or choice.get("index", 0) in (0, None):
+                if choice.get("delta") or not isinstance(choice.get("message"), Mapping):
+                    events += self._choice(choice.get("delta") or {})
+                else:
+                    events += self._choice(self._news_of(choice["message"]))
                 if choice.get("finish_reason"):
                     self._finish_reason = str(choice["finish_reason"])
+        if self._finish_reason == "error":
+            self._error = "the model server stopped the answer with an error (finish_reason error)"
         return events
 
     def feed_message(self, body: object) -> list[Event]:
@@ -185,9 +215,18 @@ class DeltaAssembler:
         partial = error is not None
         calls: list[ToolCall] = []
         invalid: list[InvalidToolCall] = []
+        given: set[str] = set()
         for slot in self._slots:
-            call_id = slot.id or self._new_id()
+            # a call without an id, or with the id of one before it, gets a fresh one:
+            # each tool result must answer exactly one call
+            call_id = slot.id if slot.id and slot.id not in given else self._new_id()
+            given.add(call_id)
             problem = "the answer ended before this tool call was complete" if partial else None
+            if problem is None and self._finish_reason in _CUT_SHORT:
+                problem = (
+                    f"the server cut the answer short (finish_reason {self._finish_reason}): "
+                    "this tool call may be incomplete even where its arguments parse"
+                )
             if problem is None and not slot.name:
                 problem = "the tool call has no tool name"
             arguments: dict[str, Any] = {}
@@ -217,6 +256,21 @@ class DeltaAssembler:
             partial=partial,
             error=error,
         )
+
+    def _news_of(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """What a whole `message` (a non-streamed answer, or the snapshot of the whole
+        answer some streams end with instead of a last delta) adds to what arrived:
+        the end of its text and reasoning past what was streamed, and its tool calls
+        when none was streamed (they restate the streamed ones otherwise)."""
+        news = dict(message)
+        for key, before in (("content", self._text), ("reasoning_content", self._reasoning),
+                            ("reasoning", self._reasoning)):  # fmt: skip
+            whole, so_far = message.get(key), "".join(before)
+            if isinstance(whole, str) and so_far:
+                news[key] = whole[len(so_far) :] if whole.startswith(so_far) else ""
+        if self._slots:
+            news.pop("tool_calls", None)
+        return news
 
     def _choice(self, delta: object) -> list[Event]:
         if not isinstance(delta, Mapping):
@@ -262,27 +316,57 @@ class DeltaAssembler:
 
     def _route(self, index: int | None, call_id: str | None, name: str, arguments: str) -> _Slot:
         if call_id is not None:
-            for slot in self._slots:
-                if slot.id == call_id:
-                    return slot
+            # The latest call with this id, unless their indexes differ: DeepSeek and
+            # GLM give parallel calls one id (`result` makes the ids unique again).
+            same = [
+                slot
+                for slot in self._slots
+                if slot.id == call_id and (None in (index, slot.index) or slot.index == index)
+            ]
+            if same:
+                if not _another_call(same[-1], name, arguments):
+                    return same[-1]
+                slot = _Slot(index, call_id)
+                self._slots.append(slot)
+                return slot
         if index is not None:
             same_index = [slot for slot in self._slots if slot.index == index]
             candidate = same_index[-1] if same_index else None
         else:
             candidate = self._slots[-1] if self._slots else None
         if candidate is not None and not _starts_new_call(candidate, call_id, name, arguments):
-            if call_id is not None:
-                candidate.id = call_id
+            if candidate.id is None:
+                candidate.id = call_id  # the first id the call is given stays its id
             return candidate
         slot = _Slot(index, call_id)
         self._slots.append(slot)
         return slot
 
 
+def _another_call(slot: _Slot, name: str, arguments: str) -> bool:
+    """Whether a fragment with the id (and index) of `slot` is in fact another call, as
+    some engines behind OpenRouter send parallel calls: it names another tool once
+    this call's arguments are whole, or brings another whole object after arguments
+    that were not the empty placeholder."""
+    whole = _as_object(slot.arguments)
+    if not (name and slot.name) or whole is None:
+        return False
+    if name != slot.name:
+        return True
+    return (
+        bool(whole)
+        and _as_object(arguments) is not None
+        and not _same_object(slot.arguments, arguments)
+    )
+
+
 def _starts_new_call(slot: _Slot, call_id: str | None, name: str, arguments: str) -> bool:
     """Whether a fragment routed to `slot` is in fact another call."""
     if call_id is not None and slot.id is not None:
-        return True  # a different id (same ids were matched before)
+        # A different id (same ids were matched before) is another call, unless the
+        # fragment names no tool while this call's arguments are still being written:
+        # some servers send one id with the name and another with every later piece.
+        return bool(name) or bool(_as_object(slot.arguments))
     if name and slot.name and name != slot.name:
         return True
     # Same name, no telling id: a second whole call after a complete one (an

@@ -92,7 +92,8 @@ class Completion:
     - `tool_calls`: runnable calls, in stream order; empty when `partial`.
     - `invalid_tool_calls`: calls that must not run (see `InvalidToolCall`).
     - `finish_reason`: as the server sent it ("stop", "tool_calls", "length",
-      ...), or None when it sent none. Tool calls that end with "stop" still run.
+      ...), or None when it sent none. Tool calls that end with "stop" still run;
+      those of an answer cut short ("length", "content_filter") never do.
     - `usage`: the server's usage object (token counts), or None.
     - `partial`: True when the turn did not end normally (error event, closed
       connection, idle timeout, interruption); the text is what arrived.

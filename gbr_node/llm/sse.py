@@ -15,7 +15,11 @@ Rules applied:
 - `field:value`, `field: value` (one leading space removed) and `field`
   alone (empty value); fields `data`, `event`, `id`, `retry`; others ignored;
 - several `data` lines join with LF; an empty line dispatches the event; an
-  event with no data field is not dispatched.
+  event with no data field is not dispatched;
+- unlike the standard, which ignores unknown fields, an `error` field is an
+  event of type "error" with that value as its data: llama.cpp's server
+  (builds of 2025) sent its mid-stream errors as `error: {...}` lines and
+  then `data: [DONE]`, which would otherwise read as a complete answer.
 """
 
 from __future__ import annotations
@@ -116,6 +120,9 @@ class SseDecoder:
             value = value.removeprefix(" ")
         if name == "data":
             self._data.append(value)
+        elif name == "error":  # llama.cpp's non-standard field (see the module doc)
+            self._data.append(value)
+            self._event = "error"
         elif name == "event":
             self._event = value
         elif name == "id" and "\x00" not in value:

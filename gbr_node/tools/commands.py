@@ -23,9 +23,13 @@ The rules (issue 2, "Local tools"; DESIGN.md, "Security model"):
   sandbox: anything outside the root raises `SecurityViolation` (UBQ-DEV-01,
   UNW-DEV-01), and so does a hard-linked file unless the profile allows them.
   For git they are also checked from the folders its `-C` options name. This
-  is best effort: a program may still find paths by itself.
+  is best effort: a program may still find paths by itself. No archive is
+  extracted (tar, unzip) while a symlink in the root leads out of it.
 - cwd is inside the root; the time limit and the output cap come from the
   profile; the environment is scrubbed of secrets and code-injection variables.
+- git runs alone: no tool call changes the root between its config check and
+  its end (`tools.rootlock`); so does an archive's extraction, which no parallel
+  call may give a symlink out between the check and the writes.
 """
 
 from __future__ import annotations
@@ -50,14 +54,16 @@ from gbr_node.tools.base import Params, Tool, ToolResult
 from gbr_node.tools.flags import (
     GitParts,
     abbreviates,
+    extracts_archive,
     forced_flags,
     git_parts,
     option_arguments,
     refused_argument,
 )
 from gbr_node.tools.git import GitGuard
-from gbr_node.tools.guards import resolve_path_args, scrubbed_environment
+from gbr_node.tools.guards import refuse_links_out, resolve_path_args, scrubbed_environment
 from gbr_node.tools.process import run_bounded
+from gbr_node.tools.rootlock import root_lock
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +228,8 @@ class CommandRunner:
         if not where.path.is_dir():
             raise ToolError(f"run_command: cwd {cwd!r} is not a folder")
         resolve_path_args(self._sandbox, where.relative, args)
+        if extracts_archive(program.kinds, args):
+            refuse_links_out(self._sandbox, program.name)
         if parts is None:
             argv = [program.executable, *forced_flags(program.kinds), *args]
             return Prepared(argv, where.path, self._env)
@@ -233,19 +241,28 @@ class CommandRunner:
         return Prepared(guard.prepare(parts, where.path), where.path, guard.env)
 
     def run(self, params: RunCommandParams) -> ToolResult:
-        """The `run_command` handler: exit code, stdout, stderr; non-zero is an error."""
-        command = self.check(params.argv, params.cwd)
+        """The `run_command` handler: exit code, stdout, stderr; non-zero is an error.
+
+        git and archive extraction run holding the root's lock exclusively from
+        their checks to their end, every other command shared (`tools.rootlock`)."""
         limit = self._config.timeout_s
         timeout = limit if params.timeout_s is None else min(params.timeout_s, limit)
         cap = self._config.max_output_bytes
-        done = run_bounded(
-            command.argv,
-            cwd=command.cwd,
-            env=command.env,
-            timeout_s=timeout,
-            max_output_bytes=cap,
-            policy=self._policy,
+        program = self.allowed.get(params.argv[0])
+        changes = root_lock(self._sandbox.root)
+        alone = program is not None and (
+            "git" in program.kinds or extracts_archive(program.kinds, params.argv[1:])
         )
+        with changes.exclusive(timeout, program.name) if alone else changes.shared():
+            command = self.check(params.argv, params.cwd)
+            done = run_bounded(
+                command.argv,
+                cwd=command.cwd,
+                env=command.env,
+                timeout_s=timeout,
+                max_output_bytes=cap,
+                policy=self._policy,
+            )
         lines = [f"$ {shlex.join(params.argv)}"]
         if done.timed_out:
             lines.append(f"timed out after {timeout:g} s; the process group was killed")

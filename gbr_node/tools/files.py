@@ -21,6 +21,7 @@ from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
 from gbr_node.tools.base import Params, Tool, ToolResult
+from gbr_node.tools.rootlock import root_lock
 
 QUICK_READ_MAX_BYTES = 4 * 1024 * 1024
 """`read_file` runs on the event loop (`Tool.quick`) while `tools.read_max_bytes`,
@@ -120,6 +121,7 @@ class FileTools:
     def __init__(self, sandbox: Sandbox, read_max_bytes: int):
         self._sandbox = sandbox
         self._cap = read_max_bytes
+        self._changes = root_lock(sandbox.root)
 
     def read_file(self, params: ReadFileParams) -> ToolResult:
         """Numbered lines `offset`..`offset+limit-1`; says the total and what was cut.
@@ -165,7 +167,8 @@ class FileTools:
         self._refuse_protected("write_file", where, params.content)
         existed = where.path.exists()
         data = params.content.encode("utf-8")
-        self._sandbox.write_atomic(where.path, data)
+        with self._changes.shared():
+            self._sandbox.write_atomic(where.path, data)
         verb = "replaced" if existed else "created"
         return ToolResult.text(f"{verb} {where.relative} ({len(data)} bytes)")
 
@@ -192,7 +195,8 @@ class FileTools:
             params.old_string, params.new_string, -1 if params.replace_all else 1
         )
         self._refuse_protected("edit_file", where, new_text)
-        self._sandbox.write_atomic(where.path, new_text.encode("utf-8"))
+        with self._changes.shared():
+            self._sandbox.write_atomic(where.path, new_text.encode("utf-8"))
         noun = "occurrence" if count == 1 else "occurrences"
         return ToolResult.text(f"edited {where.relative}: replaced {count} {noun}")
 

@@ -21,9 +21,20 @@ every git run gets, whatever its repository says:
   same global options in the same folder: filter drivers emptied, textconv
   drivers replaced by `cat`, external diff and merge drivers emptied,
   URL-scoped credential helpers, trailer and archive commands, and every
-  submodule it names ignored; a repository alias named like the subcommand,
-  and a remote's upload/receive-pack command (git keeps the first value it
-  reads, so no `-c` can replace it) are refused;
+  submodule it names ignored; a repository alias named like the subcommand
+  (in any case: git looks aliases up ignoring case), and a remote's
+  upload/receive-pack command (git keeps the first value it reads, so no
+  `-c` can replace it) are refused;
+- in a repository other than the root's own (one the agent may have written),
+  a config read from a file outside the root, or a setting that names a file
+  or a local repository outside it (`mailmap.file`, `blame.ignoreRevsFile`,
+  `include.path`, a remote's local URL, from which a partial clone fetches by
+  itself, a `url.<base>.insteadOf` rewriting to one, the old `remotes/` and
+  `branches/` files of its git dir), is refused: git would
+  read outside the root; so is a rebase there whose todo list holds `exec`
+  lines (`git rebase --continue` runs them), and `git submodule` wherever
+  `.gitmodules` (which the agent can write in any repository) names a local
+  URL outside the root;
 - `--no-ext-diff` after `diff` (the only subcommand that runs `diff.external`
   without being asked; `--ext-diff` itself is refused by `tools.flags`);
 - a check of where git will work (`git rev-parse`): a repository whose git
@@ -77,6 +88,9 @@ FIXED_SETTINGS = (
     ("gpg.x509.program", "gpgsm"),
     ("gpg.ssh.program", "ssh-keygen"),
     ("http.saveCookies", "false"),
+    ("help.autoCorrect", "0"),  # a mistyped subcommand must not run the alias it resembles
+    ("fetch.recurseSubmodules", "false"),
+    ("push.recurseSubmodules", "no"),
 )
 """Settings given on the command line of every git run, before the user's arguments."""
 
@@ -146,7 +160,7 @@ def config_settings(entries: Sequence[ConfigEntry], subcommand: str | None) -> l
     settings: dict[str, str] = {}
     for entry in entries:
         section, subsection, name = _split_key(entry.key)
-        if section == "alias" and subsection is None and name == subcommand:
+        if section == "alias" and subsection is None and name == (subcommand or "").lower():
             raise SecurityViolation(
                 f"git alias {name!r} is defined by {entry.origin}; repository aliases are "
                 "refused (one can run any command)",
@@ -175,6 +189,103 @@ def config_settings(entries: Sequence[ConfigEntry], subcommand: str | None) -> l
                 key,
             )
     return [f"{key}={value}" for key, value in settings.items()]
+
+
+# Settings whose value git never uses as we run it (replaced on the command line or by
+# the environment, or only read by refused subcommands); the others may name files.
+_OVERRIDDEN = frozenset(key.lower() for key, _ in FIXED_SETTINGS) | {
+    "core.editor",
+    "sequence.editor",
+    "core.sshcommand",
+    "core.gitproxy",
+    "diff.external",
+    "core.worktree",  # checked as the work tree
+}
+
+
+def _names_a_path(value: str) -> bool:
+    """True when a setting's value reads as a file or a local repository: absolute,
+    from the home folder, a `file://` URL, or climbing with `..`."""
+    return value.startswith(("/", "~", "file://")) or ".." in value.split("/")
+
+
+def _disarmed(key: str) -> bool:
+    section, subsection, name = _split_key(key)
+    return key in _DISARM_KEYS or (subsection is not None and (section, name) in _DISARM_NAMED)
+
+
+def refuse_paths_outside(entries: Sequence[ConfigEntry], root: Path, bases: Sequence[Path]) -> None:
+    """Refuse a config that git would read from outside `root`, or whose settings name
+    a file or a local repository outside it (`mailmap.file=/elsewhere`, a remote's
+    URL `../../elsewhere`). Relative origins and values are taken from each of `bases`
+    (git's working folders); absolute ones and `~` as they stand.
+
+    Raises:
+        SecurityViolation: naming the setting (or the file it came from).
+    """
+    for entry in entries:
+        named = []
+        if entry.origin.startswith("file:"):
+            named.append((entry.origin[len("file:") :], f"{entry.key} comes from"))
+        if entry.key not in _OVERRIDDEN and not _disarmed(entry.key) and _names_a_path(entry.value):
+            named.append((entry.value.removeprefix("file://"), f"{entry.key} names"))
+        section, base_url, _ = _split_key(entry.key)
+        if section == "url" and base_url is not None and _names_a_path(base_url):
+            named.append((base_url.removeprefix("file://"), f"{entry.key} rewrites URLs to"))
+        for path, says in named:
+            for base in bases:
+                where = Path(os.path.realpath(base / os.path.expanduser(path)))
+                if not where.is_relative_to(root):
+                    raise SecurityViolation(
+                        f"the repository's config {says} {path!r}, outside the allowed root: "
+                        "git would read it; refused in a repository nested in the root",
+                        entry.key,
+                    )
+
+
+def legacy_remotes(common_dir: Path) -> list[ConfigEntry]:
+    """The remote URLs a repository names outside its config: the files of
+    `remotes/` (`URL: ...` lines) and `branches/` (`URL#branch`) that git still
+    reads (gitrepository-layout(5)), as entries `refuse_paths_outside` checks."""
+    found = []
+    for folder, prefix in (("remotes", "URL:"), ("branches", "")):
+        try:
+            files = sorted((common_dir / folder).iterdir())
+        except OSError:
+            continue
+        for path in files:
+            try:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines if prefix else lines[:1]:
+                if line.startswith(prefix):
+                    url = line[len(prefix) :].strip().split("#", 1)[0]
+                    found.append(ConfigEntry(f"file:{path}", f"{folder}/{path.name}", url))
+    return found
+
+
+def refuse_commands_to_come(git_dir: Path) -> None:
+    """Refuse a rebase whose todo list (`rebase-merge/git-rebase-todo` in `git_dir`,
+    a file the agent can write in a nested repository) holds `exec` lines, which
+    `git rebase --continue` would run.
+
+    Raises:
+        SecurityViolation: naming the first such line.
+    """
+    todo = git_dir / "rebase-merge" / "git-rebase-todo"
+    try:
+        lines = todo.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        words = line.split(maxsplit=1)
+        if words and words[0] in ("exec", "x"):
+            raise SecurityViolation(
+                f"the unfinished rebase of this repository would run {line.strip()!r} "
+                f"(from {todo}); refused in a repository nested in the root",
+                line.strip(),
+            )
 
 
 def command_line(executable: str, parts: GitParts, settings: Sequence[str]) -> list[str]:
@@ -243,7 +354,8 @@ class GitGuard:
 
         Raises:
             SecurityViolation: the repository is outside the root (and not the
-                root's own), an alias is named like the subcommand, or git could
+                root's own), an alias is named like the subcommand, a nested
+                repository's config names files outside the root, or git could
                 not tell which repository it would use.
         """
         if parts.subcommand is None:
@@ -260,10 +372,19 @@ class GitGuard:
                 str(where),
             )
         entries = self._config(parts.globals, cwd, [])
+        if repository != self._own_repository():
+            bases = [p for p in (cwd, repository.work_tree, repository.git_dir) if p is not None]
+            named = [*entries, *legacy_remotes(repository.common_dir)]
+            refuse_paths_outside(named, self._root, bases)
+            if parts.subcommand == "rebase":
+                refuse_commands_to_come(repository.git_dir)
         if repository.work_tree is not None:
             gitmodules = repository.work_tree / ".gitmodules"
             if gitmodules.is_file():  # names the submodules to keep out of sight
-                entries += self._config(parts.globals, cwd, ["--file", str(gitmodules)], True)
+                listed = self._config(parts.globals, cwd, ["--file", str(gitmodules)], True)
+                if parts.subcommand == "submodule":  # clones and fetches from their URLs
+                    refuse_paths_outside(listed, self._root, [repository.work_tree])
+                entries += listed
         return command_line(self._git, parts, config_settings(entries, parts.subcommand))
 
     def _allowed(self, repository: Repository) -> bool:
@@ -273,9 +394,13 @@ class GitGuard:
             places.append(repository.work_tree)
         if all(_inside(place, self._root) for place in places):
             return True
+        return repository == self._own_repository()
+
+    def _own_repository(self) -> Repository | None:
+        """The repository git finds from the root (asked once), None when there is none."""
         if not self._own_known:
             self._own, self._own_known = self._locate((), self._root), True
-        return repository == self._own
+        return self._own
 
     def _run(self, globals_: Sequence[str], cwd: Path, args: Sequence[str]):
         argv = command_line(self._git, GitParts(tuple(globals_), args[0], tuple(args[1:])), ())

@@ -3,6 +3,8 @@
 - `resolve_path_args`: every argument that names a path must stay inside the
   root (UBQ-DEV-01, UNW-DEV-01), and must not be a hard-linked file unless
   the profile allows them (issue 12).
+- `refuse_links_out`: no archive is extracted while a symlink in the root
+  leads out of it (tar and unzip would write through it).
 - `scrubbed_environment`: the node's environment without secrets and without
   variables that make programs load code or read settings that run programs.
 
@@ -43,8 +45,9 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
     """Check every path-like part of `args` against the sandbox.
 
     Absolute paths and paths with a `..` component are always resolved through
-    the sandbox; other relative parts are resolved when they name an existing
-    entry (a symlink planted in the root that leads out is refused). Each is
+    the sandbox; other relative parts are resolved when their first name is an
+    existing entry (a symlink planted in the root that leads out is refused,
+    and so is a new file under one: `cp a sub/link-out/new`). Each is
     checked lexically and as the kernel will follow it (symlinks first, then
     `..`: `link/../x` is where the link points, one folder up). Relative
     parts are taken from `cwd_relative`, the root-relative working folder.
@@ -64,8 +67,10 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
             if not part:
                 continue
             joined = part if os.path.isabs(part) else os.path.join(cwd_relative, part)
-            risky = os.path.isabs(part) or ".." in part.split("/")
-            if risky or os.path.lexists(os.path.join(sandbox.root, joined)):
+            names = [name for name in part.split("/") if name not in ("", ".")]
+            risky = os.path.isabs(part) or ".." in names
+            first = os.path.join(sandbox.root, cwd_relative, names[0]) if names else None
+            if risky or (first is not None and os.path.lexists(first)):
                 try:
                     sandbox.resolve(joined)
                     # The program gets the text as is, and the kernel follows a symlink
@@ -76,6 +81,40 @@ def resolve_path_args(sandbox: Sandbox, cwd_relative: str, args: Sequence[str]) 
                         sandbox.refuse_hard_link(os.stat(where.path), arg)
                 except SecurityViolation as exc:
                     raise SecurityViolation(f"argument refused: {exc.reason}", arg) from exc
+
+
+def _symlinks(top: str) -> Iterator[str]:
+    """Every symlink under folder `top` (none followed), from the directory entries'
+    own types: no extra system call per file."""
+    folders = [top]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    yield entry.path
+                elif entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+
+
+def refuse_links_out(sandbox: Sandbox, program: str) -> None:
+    """Refuse to let `program` extract an archive while the root holds a symlink
+    that leads out of it: tar and unzip write a member `link/file` through the
+    link, and an archive may have planted one (`link -> /home/me`) the call before.
+
+    Raises:
+        SecurityViolation: naming the first such symlink (root-relative).
+    """
+    for path in _symlinks(str(sandbox.root)):
+        relative = os.path.relpath(path, sandbox.root)
+        try:
+            sandbox.resolve(relative)
+        except SecurityViolation as exc:
+            raise SecurityViolation(
+                f"{relative} is a symlink leading out of the allowed root, and {program} "
+                "would write through it while extracting; extracting is refused while "
+                "it is there",
+                relative,
+            ) from exc
 
 
 _SECRET = re.compile(r"(_API_KEY|_KEY|_TOKEN)$|SECRET|PASSWORD|PASSWD|CREDENTIAL|^AWS_")

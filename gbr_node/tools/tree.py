@@ -20,6 +20,7 @@ from pydantic import Field
 from gbr_node.errors import ApprovalRequired, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
 from gbr_node.tools.base import Params, Tool, ToolResult
+from gbr_node.tools.rootlock import root_lock
 
 MAX_LIST_ENTRIES = 500
 SKIPPED_FOLDERS = frozenset({".git"})
@@ -56,6 +57,7 @@ class TreeTools:
 
     def __init__(self, sandbox: Sandbox):
         self._sandbox = sandbox
+        self._changes = root_lock(sandbox.root)
 
     def _entry(self, path: str) -> tuple[Resolved, Path, str]:
         """The checked path, the filesystem entry to act on (the link itself when
@@ -102,8 +104,9 @@ class TreeTools:
         if os.path.lexists(dst) and not os.path.samestat(os.lstat(src), os.lstat(dst)):
             raise ToolError(f"{dst_rel} already exists; delete it first or pick another name")
         try:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(src, dst)
+            with self._changes.shared():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(src, dst)
         except OSError as exc:
             raise ToolError(f"cannot move {src_rel} to {dst_rel}: {exc.strerror or exc}") from exc
         return ToolResult.text(f"moved {src_rel} to {dst_rel}")
@@ -135,11 +138,12 @@ class TreeTools:
         if touched:
             raise ApprovalRequired("delete_path", rel, str(target), detail={"protected": touched})
         try:
-            if target.is_dir() and not target.is_symlink():
-                count = sum(len(d) + len(f) for _, d, f in os.walk(target))
-                shutil.rmtree(target)
-                return ToolResult.text(f"deleted folder {rel} and {count} entries in it")
-            os.unlink(target)
+            with self._changes.shared():
+                if target.is_dir() and not target.is_symlink():
+                    count = sum(len(d) + len(f) for _, d, f in os.walk(target))
+                    shutil.rmtree(target)
+                    return ToolResult.text(f"deleted folder {rel} and {count} entries in it")
+                os.unlink(target)
         except OSError as exc:
             raise ToolError(f"cannot delete {rel}: {exc.strerror or exc}") from exc
         return ToolResult.text(f"deleted {rel}")

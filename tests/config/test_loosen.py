@@ -55,6 +55,20 @@ LOOSER = [
      ['git no longer refuses "--output"']),
     ("executable_pinned", [('name = "git"\n', 'name = "git"\npath = "/opt/git"\n')],
      ["git now runs /opt/git"]),
+    ("confinement_turned_off", [("[tools]\n", '[tools.run_command]\nconfine = "off"\n[tools]\n')],
+     ['commands confined "off" (was "auto")']),
+    ("network_opened", [("[tools]\n", "[tools.run_command]\nnetwork = true\n[tools]\n")],
+     ["commands may open network connections"]),
+    ("read_path_added", [("[tools]\n", '[tools.run_command]\nread_paths = ["/opt/x"]\n'
+                          "[tools]\n")],
+     ['commands may also read "/opt/x"']),
+    ("library_source_added", [("[tools]\n", '[library]\nsources = ["/srv/pkgs"]\n[tools]\n')],
+     ['the library also reads "/srv/pkgs"']),
+    ("library_environment_named", [("[tools]\n", '[library]\nenvironments = ["/opt/venv"]\n'
+                                    "[tools]\n")],
+     ['the library also reads the environments "/opt/venv"']),
+    ("mcp_server_mounted", [("[tools]\n", '[mcp_servers.fs]\ncommand = ["mcp-fs"]\n[tools]\n')],
+     ["MCP server fs newly mounted (it runs outside the sandbox)"]),
     ("peer_added", [("[peers.alice]", f'[peers.bob]\npeer_id = "{BOB}"\n[peers.alice]')],
      ["peer bob newly trusted"]),
     ("alias_names_another_peer", [(ALICE, BOB)], ["peer alice newly trusted"]),
@@ -78,9 +92,60 @@ NOT_LOOSER = [
     ("a_peer_removed", [(f'[peers.alice]\npeer_id = "{ALICE}"\ntools = ["read_file"]\n', "")]),
     ("a_grant_withdrawn", [('tools = ["read_file"]', "tools = []")]),
     ("limits_and_model", [("[tools]\n", '[model]\nmodel = "m"\n[tools]\nread_max_bytes = 9\n')]),
+    ("library_prelookup_off", [("[tools]\n", "[library]\nprelookup = false\n[tools]\n")]),
     ("listening_on_another_loopback_port",
      [("[tools]\n", '[node]\nlisten = ["/ip4/127.0.0.1/tcp/4002"]\n[tools]\n')]),
 ]  # fmt: skip
+
+
+# (old [mcp_servers.fs] settings, new ones, the loosenings announced)
+MCP = [
+    ('command = ["mcp-fs"]', 'command = ["sh", "-c", "evil"]',
+     ["MCP server fs now started or reached otherwise"]),
+    ('command = ["mcp-fs"]', 'command = ["mcp-fs"]\nenv = {LD_PRELOAD = "x.so"}',
+     ["MCP server fs now started or reached otherwise"]),
+    ('url = "http://127.0.0.1:7001/mcp"', 'url = "http://127.0.0.1:7002/mcp"',
+     ["MCP server fs now started or reached otherwise"]),
+    ('command = ["mcp-fs"]\ntools = ["read"]', 'command = ["mcp-fs"]\ntools = ["read", "write"]',
+     ["MCP server fs offers more of its tools"]),
+    ('command = ["mcp-fs"]\ntools = ["read"]', 'command = ["mcp-fs"]',
+     ["MCP server fs offers more of its tools"]),
+    ('command = ["mcp-fs"]', 'command = ["mcp-fs"]\ntools = ["read"]', []),
+    ('command = ["mcp-fs"]', 'command = ["mcp-fs"]\ntimeout_s = 5', []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), MCP)
+def test_an_mcp_server_started_otherwise_or_offering_more_is_named(project, old, new, expected):
+    def loaded(settings: str):
+        text = BASE.replace("[tools]\n", f"[mcp_servers.fs]\n{settings}\n[tools]\n")
+        return parse_profile(text, file="default.toml", project_dir=project, name="default")
+
+    assert list(loosenings(loaded(old), loaded(new))) == expected
+
+
+# (old [tools.run_command] settings, new ones, the loosenings announced)
+CONFINEMENT = [
+    ('confine = "required"', 'confine = "auto"', ['commands confined "auto" (was "required")']),
+    ('confine = "required"', 'confine = "off"', ['commands confined "off" (was "required")']),
+    ('secret_paths = ["/srv/keys", "~/.aws"]', 'secret_paths = ["~/.aws"]',
+     ['"/srv/keys" no longer secret to commands']),
+    ('read_paths = ["/opt/x"]', 'read_paths = ["/opt/x", "/opt/y"]',
+     ['commands may also read "/opt/y"']),
+    ('confine = "auto"', 'confine = "required"', []),
+    ("network = true", "network = false", []),
+    ('secret_paths = ["~/.aws"]', 'secret_paths = ["~/.aws", "/srv/keys"]', []),
+    ('read_paths = ["/opt/x"]', "read_paths = []", []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), CONFINEMENT)
+def test_a_weaker_confinement_of_commands_is_named(project, old, new, expected) -> None:
+    def loaded(settings: str):
+        text = BASE.replace("[tools]\n", f"[tools.run_command]\n{settings}\n[tools]\n")
+        return parse_profile(text, file="default.toml", project_dir=project, name="default")
+
+    assert list(loosenings(loaded(old), loaded(new))) == expected
 
 
 @pytest.fixture
@@ -112,7 +177,9 @@ def test_changes_that_allow_no_more_are_not_called_loosening(project, replacemen
 
 
 def test_the_reload_line_says_in_one_line_that_the_rules_got_looser(project) -> None:
-    old, new = _loaded(project, []), _loaded(project, LOOSER[0][1] + LOOSER[12][1])
+    change = {name: replacements for name, replacements, _ in LOOSER}
+    both = change["a_protected_pattern_removed"] + change["alias_names_another_peer"]
+    old, new = _loaded(project, []), _loaded(project, both)
     update = UpdateEnv(
         "p", ("protected_files", "peers"), snapshot=new, loosened=loosenings(old, new)
     )

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import threading
 
 import pytest
 
+from gbr_node.config.changes import content_digest
 from gbr_node.config.loader import (
+    MAX_SOURCE_BYTES,
+    build_sandbox,
     default_template,
     find_project_dir,
     list_profiles,
@@ -71,6 +75,12 @@ NO_SETTINGS = [
     ("header_of_the_template", default_template()[: default_template().index("system_prompt =")],
      ".toml"),
     ("json_empty_object", "{}", ".json"),
+    ("table_headers_only", "[tools]\n[watch]\n", ".toml"),
+    ("cut_after_a_header", "# profile\n[tools.run_command]\n", ".toml"),
+    ("empty_peers_and_nested_tables", "[peers]\n[tools.run_command]\n[model.headers]\n", ".toml"),
+    ("bom_only", "\ufeff", ".toml"),
+    ("bom_and_blanks", "\ufeff\n\n", ".toml"),
+    ("json_empty_tables", '{"tools": {}, "watch": {}}', ".json"),
 ]  # fmt: skip
 
 
@@ -85,6 +95,72 @@ def test_a_profile_with_no_settings_is_a_broken_profile(
         load_profile(project)
     assert caught.value.file == str(path)
     assert "holds no settings" in caught.value.message
+
+
+def _fifo(path: pathlib.Path) -> None:
+    os.mkfifo(path)
+
+
+def _big(path: pathlib.Path) -> None:
+    path.write_text("# " + "x" * MAX_SOURCE_BYTES + '\nsystem_prompt = "x"\n')
+
+
+def _load_within(project: pathlib.Path, seconds: float):
+    """load_profile(project) in a thread: what it raised or returned, or TimeoutError."""
+    done: list[object] = []
+
+    def load() -> None:
+        try:
+            done.append(load_profile(project))
+        except ProfileError as exc:
+            done.append(exc)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not done:
+        raise TimeoutError("load_profile did not return: it blocked")
+    return done[0]
+
+
+# (name, which file, how it is made): none is a regular file of a sane size
+NOT_A_PROFILE_FILE = [
+    ("profile_is_a_fifo", "profile", _fifo),
+    ("prompt_file_is_a_fifo", "prompt", _fifo),
+    ("prompt_file_is_a_folder", "prompt", os.mkdir),
+    ("prompt_file_is_too_big", "prompt", _big),
+    ("profile_is_too_big", "profile", _big),
+]
+
+
+@pytest.mark.parametrize(
+    ("which", "make"), [c[1:] for c in NOT_A_PROFILE_FILE], ids=[c[0] for c in NOT_A_PROFILE_FILE]
+)
+def test_a_profile_or_prompt_that_is_no_regular_file_is_refused_at_once(
+    project, write_profile, which, make
+) -> None:
+    profile = write_profile("default", 'system_prompt_file = "p.md"\n')
+    if which == "profile":
+        profile.unlink()
+        make(profile)
+    else:
+        make(project / "p.md")
+    caught = _load_within(project, 5.0)
+    assert isinstance(caught, ProfileError)
+    assert caught.file == str(profile)
+    assert "FIFO" in caught.message or "folder" in caught.message or "larger" in caught.message
+
+
+def test_a_bom_and_crlf_line_ends_are_read_as_editors_write_them(project, write_profile) -> None:
+    (project / "p.md").write_bytes(b"\xef\xbb\xbfBe brief.\r\nReally.\r\n")
+    path = write_profile("default", "")
+    path.write_bytes(b'\xef\xbb\xbfsystem_prompt_file = "p.md"\r\nprotected_files = ["a"]\r\n')
+    loaded = load_profile(project)
+    assert loaded.system_prompt == "Be brief.\nReally.\n"
+    assert loaded.profile.protected_files == ("a",)
+    assert loaded.source_digests == tuple(
+        content_digest(f.read_bytes()) for f in loaded.source_files
+    )  # the bytes on disk, which the watcher compares
 
 
 def test_a_one_key_profile_gets_every_other_default(project, write_profile) -> None:
@@ -311,6 +387,51 @@ def test_profile_and_prompt_files_linked_inside_the_project_are_fine(project) ->
     os.symlink(project / "shared" / "agent.md", project / "prompt.md")
     os.symlink(project / "shared" / "base.toml", project / ".gbr_envs" / "default.toml")
     assert load_profile(project).system_prompt == "Be brief.\n"
+
+
+# (name, profile file, prompt file): files the profile is read from, inside the root
+# but outside .gbr_envs/, which the agent could otherwise rewrite
+SOURCES_IN_THE_ROOT = [
+    ("profile_linked_to_a_file_in_the_root", "shared/base.toml", None),
+    ("profile_folder_linked_into_the_root", "conf/envs/default.toml", None),
+    ("prompt_file", None, "prompts/agent.md"),
+    ("prompt_file_with_glob_characters", None, "prompts/[a]*?.md"),
+    ("prompt_file_linked", None, "agent-link.md"),
+]
+
+
+@pytest.mark.parametrize(
+    ("profile_at", "prompt_at"),
+    [c[1:] for c in SOURCES_IN_THE_ROOT],
+    ids=[c[0] for c in SOURCES_IN_THE_ROOT],
+)
+def test_the_files_a_profile_is_read_from_are_protected_wherever_they_are(
+    project, profile_at, prompt_at
+) -> None:
+    text = 'protected_files = ["x"]\n'
+    if prompt_at is not None:
+        (project / "prompts").mkdir()
+        real_prompt = "prompts/agent.md" if prompt_at == "agent-link.md" else prompt_at
+        (project / real_prompt).write_text("Be brief.\n")
+        if prompt_at == "agent-link.md":
+            os.symlink(real_prompt, project / prompt_at)
+        text += f"system_prompt_file = {json.dumps(prompt_at)}\n"
+        protected = real_prompt
+    if profile_at is not None:
+        (project / profile_at).parent.mkdir(parents=True, exist_ok=True)
+        (project / profile_at).write_text(text)
+        envs = project / ".gbr_envs"
+        if profile_at.startswith("conf/envs"):
+            envs.rmdir()
+            os.symlink("conf/envs", envs)
+        else:
+            os.symlink(project / profile_at, envs / "default.toml")
+        protected = profile_at
+    else:
+        (project / ".gbr_envs" / "default.toml").write_text(text)
+    sandbox = build_sandbox(load_profile(project))
+    assert sandbox.resolve(protected).protected
+    assert not sandbox.resolve("prompts/other.md").protected
 
 
 def test_a_project_reached_through_a_symlink_keeps_that_spelling_of_the_root(

@@ -146,8 +146,22 @@ async def test_retry_after_longer_than_the_cap_is_not_waited_for(server, setting
         # vLLM: the error replaces the chunk, then [DONE]
         ({"object": "error", "message": "CUDA out of memory", "type": "InternalServerError",
           "param": None, "code": 500}, "CUDA out of memory [500]"),
+        # llama.cpp (2025 builds): an `error:` field, then data: [DONE]
+        (b'error: {"code":400,"message":"the request exceeds the available context size",'
+         b'"type":"invalid_request_error"}\n\n',
+         "the request exceeds the available context size [400]"),
+        # OpenRouter: the error object and finish_reason "error", then [DONE]
+        ({"id": "gen-1", "object": "chat.completion.chunk", "provider": "OpenAI",
+          "error": {"code": "server_error", "message": "Provider disconnected unexpectedly"},
+          "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]},
+         "Provider disconnected unexpectedly [server_error]"),
+        ({"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]},
+         "the model server stopped the answer with an error (finish_reason error)"),
+        ({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+         "Overloaded [overloaded_error]"),
     ],
-    ids=["openai", "vllm"],
+    ids=["openai", "vllm", "llama.cpp_error_field", "openrouter", "finish_reason_error",
+         "typed_error"],
 )  # fmt: skip
 async def test_error_chunk_mid_stream_keeps_partial_text_and_shows_its_message(
     server, settings, error_chunk, shown
@@ -157,6 +171,27 @@ async def test_error_chunk_mid_stream_keeps_partial_text_and_shows_its_message(
         events = await collect(client)
     completion = events[-1]
     assert (completion.partial, completion.text, completion.error) == (True, "Half an ", shown)
+
+
+async def test_a_stream_ending_with_the_whole_message_shows_the_text_once(server, settings):
+    whole = {"role": "assistant", "content": "Hello world"}
+    final = {"choices": [{"index": 0, "message": whole, "finish_reason": "stop"}]}
+    server.enqueue(SseReply([chunk("Hello "), chunk("world"), final]))
+    async with ModelClient(settings()) as client:
+        events = await collect(client)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hello ", "world"]
+    assert events[-1].message == whole and not events[-1].partial
+
+
+async def test_a_tool_call_cut_at_the_token_limit_never_runs(server, settings) -> None:
+    cut = {"index": 0, "id": "c1", "function": {"name": "read_file", "arguments": "{}"}}
+    server.enqueue(SseReply([{"choices": [{"index": 0, "delta": {"tool_calls": [cut]}}]},
+                             chunk(finish="length")]))  # fmt: skip
+    async with ModelClient(settings()) as client:
+        events = await collect(client, tools=READ_TOOL)
+    completion = events[-1]
+    assert completion.tool_calls == () and "tool_calls" not in completion.message
+    assert "finish_reason length" in completion.invalid_tool_calls[0].reason
 
 
 async def test_server_dying_mid_stream_keeps_partial_text(server, settings) -> None:

@@ -147,6 +147,62 @@ TOOL_CASES = [
     ("placeholder_without_index_or_id_then_arguments", [
         calls(call(name="read", args="{}")), calls(call(args='{"p": 1}')), STOP, DONE,
     ], [("gen_1", "read", {"p": 1})]),
+    ("id_inside_function_only_on_a_later_fragment", [
+        calls(call(0, name="read", args="")),
+        calls({"index": 0, "function": {"id": "f1", "arguments": '{"p": 1}'}}),
+        delta("tool_calls"), DONE,
+    ], [("f1", "read", {"p": 1})]),
+    ("placeholder_then_the_object_byte_by_byte_with_the_id_in_function", [
+        calls({"index": 0, "function": {"id": "f1", "name": "read", "arguments": "{}"}}),
+        *[calls({"index": 0, "function": {"id": "f1", "arguments": c}}) for c in '{"p": "{}"}'],
+        delta("tool_calls"), DONE,
+    ], [("f1", "read", {"p": "{}"})]),
+    ("empty_string_then_the_object_byte_by_byte", [
+        calls(call(0, "a", "read", "")), *[calls(call(0, args=c)) for c in '{"p": 1}'],
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    # Poolside: one id with the name, another with every later fragment of the call.
+    ("id_changing_after_the_first_fragment", [
+        calls(call(0, "a", "read", "")), calls(call(0, "b", args='{"p"')),
+        calls(call(0, "b", args=": 1}")), delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    ("id_changing_after_a_placeholder", [
+        calls(call(0, "a", "read", "{}")), calls(call(0, "b", args='{"p": 1}')),
+        delta("tool_calls"), DONE,
+    ], [("a", "read", {"p": 1})]),
+    # DeepSeek, GLM: parallel calls share one id (the later ones get fresh ids).
+    ("parallel_calls_sharing_an_id_at_their_own_indexes", [
+        calls(call(0, "x", "read", '{"p"'), call(1, "x", "list", '{"d"')),
+        calls(call(0, args=": 1}"), call(1, args=": 2}")), delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "list", {"d": 2})]),
+    ("parallel_calls_sharing_an_id_repeated_in_every_fragment", [
+        calls(call(0, "x", "read", '{"p"')), calls(call(0, "x", args=": 1}")),
+        calls(call(1, "x", "read", '{"p"')), calls(call(1, "x", args=": 2}")),
+        delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "read", {"p": 2})]),
+    ("parallel_calls_sharing_an_id_whole_one_after_the_other", [
+        calls(call(0, "x", "read", '{"p": 1}')), calls(call(1, "x", "read", '{"p": 2}')),
+        calls(call(2, "x", "list", "{}")), delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "read", {"p": 2}), ("gen_2", "list", {})]),
+    # OpenRouter engines: the same index and id for every parallel call.
+    ("same_index_and_id_for_a_call_of_another_tool", [
+        calls(call(0, "x", "read", '{"p": 1}')), calls(call(0, "x", "list", "")),
+        calls(call(0, "x", args='{"d": 2}')), delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "list", {"d": 2})]),
+    ("same_index_and_id_for_a_second_whole_call_of_the_same_tool", [
+        calls(call(0, "x", "read", '{"p": 1}')), calls(call(0, "x", "read", '{"p": 2}')),
+        delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1}), ("gen_1", "read", {"p": 2})]),
+    ("same_id_placeholder_then_the_arguments_with_the_name_again", [
+        calls(call(0, "x", "read", "{}")), calls(call(0, "x", "read", '{"p": 1}')),
+        delta("tool_calls"), DONE,
+    ], [("x", "read", {"p": 1})]),
+    # Foundry Local: a chunk's only choice comes with a running index.
+    ("only_choice_with_a_running_index", [
+        {"choices": [{"index": 7, "delta": {"tool_calls": [call(0, "a", "read", '{"p"')]}}]},
+        {"choices": [{"index": 8, "delta": {"tool_calls": [call(0, args=": 1}")]}}]},
+        {"choices": [{"index": 9, "delta": {}, "finish_reason": "tool_calls"}]}, DONE,
+    ], [("a", "read", {"p": 1})]),
 ]  # fmt: skip
 
 
@@ -178,6 +234,31 @@ def test_arguments_that_are_not_a_strict_json_object_never_run(raw: str, reason:
     [invalid] = completion.invalid_tool_calls
     assert (invalid.id, invalid.name, invalid.raw_arguments) == ("a", "write", raw)
     assert reason in invalid.reason
+    assert "tool_calls" not in completion.message
+
+
+# (name, payloads): an answer cut short by the server, whose calls parse as they stand
+CUT_SHORT = [
+    ("cut_after_the_name_with_vllms_placeholder", [
+        calls(call(0, "a", "write_file", "{}")), delta("length"), DONE]),
+    ("cut_after_the_name_with_no_arguments", [
+        calls(call(0, "a", "list_dir", "")), delta("length"), DONE]),
+    ("cut_after_a_first_whole_call", [
+        calls(call(0, "a", "read", '{"p": 1}')), calls(call(1, "b", "write", '{"p": "x", "c')),
+        delta("length"), DONE]),
+    ("content_filter_stops_a_call", [
+        calls(call(0, "a", "run", '{"argv": ["ls"]}'), finish="content_filter"), DONE]),
+    ("cut_without_done", [calls(call(0, "a", "read", '{"p": 1}'), finish="length")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("payloads", [c[1] for c in CUT_SHORT], ids=[c[0] for c in CUT_SHORT])
+def test_no_tool_call_of_an_answer_cut_short_runs(payloads: list) -> None:
+    _, completion = assemble(*payloads)
+    assert completion.tool_calls == ()
+    assert completion.invalid_tool_calls
+    for invalid in completion.invalid_tool_calls:
+        assert "cut the answer short" in invalid.reason
     assert "tool_calls" not in completion.message
 
 
@@ -238,6 +319,18 @@ ERROR_CASES = [
     ("vllm_error_chunk_without_code", {"object": "error", "message": "bad request"},
      "bad request"),
     ("data_not_json", "not json at all", "not JSON"),
+    ("typed_error_chunk", {"type": "error", "message": "proxy gave up"}, "proxy gave up"),
+    ("anthropic_style_error_chunk",
+     {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+     "Overloaded [overloaded_error]"),
+    ("openrouter_finish_reason_error_with_its_error",
+     {"id": "gen-1", "object": "chat.completion.chunk", "provider": "x",
+      "error": {"code": 502, "message": "Provider disconnected"},
+      "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]},
+     "Provider disconnected [502]"),
+    ("finish_reason_error_alone",
+     {"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]},
+     "finish_reason error"),
 ]  # fmt: skip
 
 
@@ -254,6 +347,12 @@ def test_error_in_the_middle_keeps_partial_text_and_marks_it(bad: Any, message: 
     assert completion.message == {"role": "assistant", "content": "half "}
     assert completion.tool_calls == ()
     assert completion.invalid_tool_calls[0].reason.startswith("the answer ended before")
+
+
+def test_finish_reason_error_then_done_is_still_an_error() -> None:
+    bad = {"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}
+    _, completion = assemble(delta(content="half "), bad, "[DONE]")
+    assert completion.partial and "finish_reason error" in completion.error
 
 
 def test_sse_error_event_ends_the_turn_with_its_message() -> None:
@@ -290,6 +389,86 @@ def test_non_streamed_answer_gives_the_same_completion_as_its_stream() -> None:
                            delta("tool_calls"), DONE)  # fmt: skip
     assert events == [TextDelta("ok"), ToolCallStarted(0, "read")]
     assert assembler.result() == streamed
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [{"id": "same"}, {"id": "same"}],
+        [{"id": "same", "index": 0}, {"id": "same", "index": 1}],
+        [{"id": "same"}, {"id": ""}, {"id": "same"}],
+    ],
+    ids=["no_indexes", "with_indexes", "with_a_blank_id_between"],
+)
+def test_a_non_streamed_answer_with_calls_sharing_an_id_runs_each_under_its_own_id(entries):
+    tool_calls = [
+        {**entry, "type": "function", "function": {"name": "read", "arguments": f'{{"p": {n}}}'}}
+        for n, entry in enumerate(entries)
+    ]
+    assembler = DeltaAssembler(new_id=ids())
+    assembler.feed_message(
+        {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "tool_calls": tool_calls},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        }  # fmt: skip
+    )
+    completion = assembler.result()
+    assert [c.arguments for c in completion.tool_calls] == [{"p": n} for n in range(len(entries))]
+    assert completion.tool_calls[0].id == "same"
+    assert len({c.id for c in completion.tool_calls}) == len(entries)
+    assert completion.invalid_tool_calls == ()
+
+
+def _snapshot(**message: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "message": {"role": "assistant", **message},
+                         "finish_reason": "stop"}]}  # fmt: skip
+
+
+# (name, payloads, text and runnable calls expected): streams that end with the whole answer
+SNAPSHOT_ENDS = [
+    ("text_restated", [delta(content="Hel"), delta(content="lo"), _snapshot(content="Hello"),
+                       DONE], "Hello", []),
+    ("text_restated_with_its_last_piece", [delta(content="Hel"), _snapshot(content="Hello"),
+                                           DONE], "Hello", []),
+    ("reasoning_and_text_restated", [delta(reasoning_content="hm"), delta(content="ok"),
+                                     _snapshot(reasoning_content="hm", content="ok"), DONE],
+     "ok", []),
+    ("snapshot_that_disagrees_keeps_what_streamed", [delta(content="Hello"),
+                                                     _snapshot(content="Bye"), DONE],
+     "Hello", []),
+    ("tool_calls_restated", [
+        calls(call(0, "a", "read", '{"p": 1}'), call(1, "b", "read", '{"p": 2}')),
+        _snapshot(content=None, tool_calls=[
+            {"id": "a", "type": "function", "function": {"name": "read", "arguments": '{"p": 1}'}},
+            {"id": "b", "type": "function", "function": {"name": "read", "arguments": '{"p": 2}'}},
+        ]), DONE,
+    ], "", [("a", "read", {"p": 1}), ("b", "read", {"p": 2})]),
+    ("tool_calls_without_ids_restated", [
+        calls(call(name="read", args='{"p": 1}')), calls(call(name="read", args='{"p": 2}')),
+        _snapshot(tool_calls=[{"function": {"name": "read", "arguments": '{"p": 1}'}},
+                              {"function": {"name": "read", "arguments": '{"p": 2}'}}]), DONE,
+    ], "", [("gen_1", "read", {"p": 1}), ("gen_2", "read", {"p": 2})]),
+    ("only_a_snapshot", [_snapshot(content="Hi", tool_calls=[
+        {"id": "a", "function": {"name": "read", "arguments": "{}"}}]), DONE],
+     "Hi", [("a", "read", {})]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("payloads", "text", "expected"),
+    [c[1:] for c in SNAPSHOT_ENDS],
+    ids=[c[0] for c in SNAPSHOT_ENDS],
+)
+def test_a_stream_ending_with_the_whole_message_doubles_nothing(payloads, text, expected):
+    events, completion = assemble(*payloads)
+    assert completion.text == text
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == text
+    assert runnable(completion) == expected
+    assert completion.error is None
 
 
 def test_non_streamed_answer_without_choices_is_an_error() -> None:

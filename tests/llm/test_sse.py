@@ -42,6 +42,10 @@ CASES = [
     ("last_event_without_blank_line_flushed", b"data: x\n", [SseEvent("x")]),
     ("invalid_utf8_replaced", b"data: \xff\n\n", [SseEvent("\ufffd")]),
     ("non_sse_body_gives_no_event", b'{"error": "bad"}', []),
+    # llama.cpp (2025 builds): a mid-stream error in a non-standard `error:` field
+    ("llama_cpp_error_field", b'error: {"code":400}\n\ndata: [DONE]\n\n',
+     [SseEvent('{"code":400}', "error"), SseEvent("[DONE]")]),
+    ("error_field_without_space", b"error:{}\n\n", [SseEvent("{}", "error")]),
 ]  # fmt: skip
 
 

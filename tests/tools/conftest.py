@@ -60,3 +60,17 @@ def make_registry(root: Path) -> MakeRegistry:
         return build_registry(config, sandbox, search_path=search_path, on_approval=on_approval)
 
     return make
+
+
+def unconfined(make: MakeRegistry) -> MakeRegistry:
+    """`make` with run_command's confinement off unless a test says otherwise: the
+    tests of run_command's own checks must see them hold where the OS cannot confine
+    commands (the confinement has its own tests, tests/confine)."""
+
+    def make_unconfined(**tools: object) -> Registry:
+        rules = tools.get("run_command")
+        if isinstance(rules, dict):
+            tools["run_command"] = {"confine": "off", **rules}
+        return make(**tools)
+
+    return make_unconfined

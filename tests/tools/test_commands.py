@@ -149,6 +149,12 @@ def test_builtin_refusals_apply_to_a_program_by_its_name(make_registry, bin_dir)
         "escape/../outside/secret.txt",  # the kernel follows escape, then climbs
         "escape/..",
         "--file=escape/../outside",
+        # the kernel's own links to a process's root, folder and open files
+        "/proc/self/root/etc/passwd",
+        "/proc/self/cwd/escape/secret.txt",
+        "/proc/thread-self/root/etc",
+        "/dev/fd/3",
+        "/dev/stdin",
     ],
 )
 def test_path_arguments_outside_the_root_are_refused_before_running(

@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,9 +21,17 @@ import pytest
 
 from gbr_node.errors import SecurityViolation
 from gbr_node.tools.git import FIXED_SETTINGS, GIT_ENV, ConfigEntry, config_settings
+from tests.tools.conftest import unconfined
 from tests.tools.helpers import make_program, text_of
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+@pytest.fixture
+def make_registry(make_registry):
+    """Unconfined (`unconfined`): these are the checks that hold without the OS."""
+    return unconfined(make_registry)
+
 
 ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -227,6 +236,106 @@ def _git_option(*args: str, external: bool = False):
     return setup
 
 
+def _alias_spelled(subcommand: str, *settings: tuple[str, str]):
+    """An alias `st` that runs `evil`, called as `subcommand` (git looks aliases up
+    ignoring case, and a mistyped name runs the one it resembles under autocorrect)."""
+
+    def setup(s: Scene):
+        s.config(repo(s.root / "sub"), ("alias.st", f"!{s.evil}"), *settings)
+        return ["-C", "sub", subcommand]
+
+    return setup
+
+
+def _external_diff_after(*args: str):
+    """`diff.external` set, and `--ext-diff` behind a `--` that an option takes as its value."""
+
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        (nested / "a.txt").write_text("changed\n")
+        git(nested, "commit", "-qam", "two")
+        (nested / "a.txt").write_text("changed again\n")
+        s.config(nested, ("diff.external", s.evil))
+        return ["-C", "sub", *args]
+
+    return setup
+
+
+def _conditional_include(condition: str, *settings: tuple[str, str]):
+    """A textconv driver in a file of the root that the nested repository includes
+    under `condition` (`{branch}`: its branch)."""
+
+    def setup(s: Scene):
+        args = _textconv(["show"])(s)
+        nested = s.root / "sub"
+        git(nested, "config", "--unset", "diff.x.textconv")
+        (s.root / "inc.cfg").write_text(f'[diff "x"]\n\ttextconv = {s.evil}\n')
+        branch = git(nested, "branch", "--show-current").strip()
+        s.config(nested, *settings, (f"includeIf.{condition.format(branch=branch)}.path",
+                                     str(s.root / "inc.cfg")))  # fmt: skip
+        return args
+
+    return setup
+
+
+def _attributes_in_the_git_dir(s: Scene):
+    nested = repo(s.root / "sub")
+    (nested / ".git" / "info" / "attributes").write_text("a.txt filter=x\n")
+    s.config(nested, ("filter.x.clean", s.evil))
+    return ["-C", "sub", "status"]
+
+
+def _worktree_config(s: Scene):
+    nested = repo(s.root / "sub")
+    s.config(nested, ("extensions.worktreeConfig", "true"))
+    git(nested, "config", "--worktree", "core.fsmonitor", s.evil)
+    return ["-C", "sub", "status"]
+
+
+def _section_in_capitals(s: Scene):
+    nested = repo(s.root / "sub")
+    (nested / ".gitattributes").write_text("a.txt filter=X\n")
+    config = nested / ".git" / "config"
+    config.write_text(config.read_text() + f'[FILTER "X"]\n\tCLEAN = {s.evil}\n')
+    return ["-C", "sub", "status"]
+
+
+def _git_dir_symlink(s: Scene):
+    other = repo(s.root / "other")
+    s.config(other, ("core.fsmonitor", s.evil))
+    (s.root / "w").mkdir()
+    (s.root / "w" / ".git").symlink_to("../other/.git")
+    return ["-C", "w", "status"]
+
+
+def _submodule_diff(args: list[str], keep_gitmodules: bool = True):
+    """A submodule whose own config has a textconv driver (or a clean filter, when its
+    .gitmodules entry is gone), shown inline or looked into by `args`."""
+
+    def setup(s: Scene):
+        top = repo(s.root / "top")
+        module = repo(top / "mod")
+        (module / ".gitattributes").write_text("a.txt diff=x filter=x\n")
+        git(module, "add", ".gitattributes")
+        git(module, "commit", "-qm", "attributes")
+        git(top, "submodule", "add", "-q", "./mod", "mod")
+        git(top, "commit", "-qm", "module")
+        (module / "a.txt").write_text("changed\n")
+        git(module, "commit", "-qam", "change")
+        git(top, "add", "mod")
+        git(top, "commit", "-qm", "bump")
+        s.config(top, ("diff.submodule", "diff"))
+        if not keep_gitmodules:
+            git(top, "rm", "-q", "--cached", ".gitmodules")
+            (top / ".gitmodules").unlink()
+            git(top, "commit", "-qm", "no .gitmodules")
+        s.config(module, ("diff.x.textconv", s.evil), ("filter.x.clean", s.evil))
+        os.utime(module / "a.txt", (2, 2))
+        return ["-C", "top", *args]
+
+    return setup
+
+
 # (name, setup returning git's argv[1:]); every setup makes git run `evil` today
 SIDE_DOORS = [
     ("root_repository_fsmonitor", _root_fsmonitor),
@@ -258,7 +367,28 @@ SIDE_DOORS = [
     ("grep_open_files_abbreviated", _git_option("grep", "--open-files={evil}", "changed")),
     ("diff_ext_diff", _git_option("diff", "--ext-diff", external=True)),
     ("log_ext_diff", _git_option("log", "-p", "--ext-diff", "-1", external=True)),
-]
+    ("alias_in_capitals", _alias_spelled("ST")),
+    ("alias_in_mixed_case", _alias_spelled("sT")),
+    ("alias_by_autocorrect", _alias_spelled("sx", ("help.autocorrect", "-1"))),
+    ("alias_by_autocorrect_immediate", _alias_spelled("ts", ("help.autoCorrect", "immediate"))),
+    ("log_decorate_refs_takes_dashdash", _external_diff_after("log", "--decorate-refs", "--",
+                                                              "--ext-diff", "-p", "-1")),
+    ("show_decorate_refs_exclude_takes_dashdash", _external_diff_after(
+        "show", "--decorate-refs-exclude", "--", "--ext-diff")),
+    ("diff_no_index_src_prefix_takes_dashdash", _external_diff_after(
+        "diff", "--no-index", "--src-prefix", "--", "--ext-diff", "a.txt", ".git/config")),
+    ("grep_e_takes_dashdash", _git_option("grep", "-e", "--", "-O{evil}", "-e", "changed")),
+    ("include_if_on_branch", _conditional_include("onbranch:{branch}")),
+    ("include_if_has_config", _conditional_include(
+        "hasconfig:remote.*.url:https://example.org/**", ("remote.o.url", "https://example.org/x"))),
+    ("attributes_in_the_git_dir", _attributes_in_the_git_dir),
+    ("worktree_config", _worktree_config),
+    ("config_section_in_capitals", _section_in_capitals),
+    ("dot_git_symlink_to_a_repository_in_the_root", _git_dir_symlink),
+    ("submodule_shown_inline", _submodule_diff(["show", "--submodule=diff"])),
+    ("submodule_by_diff_submodule_setting", _submodule_diff(["log", "-p", "-1"])),
+    ("submodule_without_gitmodules_on_status", _submodule_diff(["status"], keep_gitmodules=False)),
+]  # fmt: skip
 
 
 @pytest.fixture
@@ -317,7 +447,87 @@ def _alias(s: Scene):
     return ["-C", "sub", "st"]
 
 
-# (name, setup); git would read outside the root, or run an alias: refused
+def _naming_outside(*settings: tuple[str, str], args: tuple[str, ...] = ("log",)):
+    """A nested repository whose config names files outside the root (`{secret}`, a
+    file `{config}` of settings, or a repository `{repo}` holding a blob)."""
+
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        elsewhere = repo(s.outside / "elsewhere")
+        (s.outside / "settings.cfg").write_text("[user]\n\tname = outside secret\n")
+        names = {
+            "secret": str(s.outside / "elsewhere-secret.txt"),
+            "config": str(s.outside / "settings.cfg"),
+            "repo": str(elsewhere),
+            "relative": os.path.relpath(s.outside / "elsewhere-secret.txt", nested),
+        }
+        for key, value in settings:
+            s.config(nested, (key.format(**names), value.format(**names)))
+        return ["-C", "sub", *args]
+
+    return setup
+
+
+def _submodule_from_outside(s: Scene):
+    repo(s.outside / "elsewhere", "outside secret\n")
+    top = repo(s.root)
+    module = repo(top / "mod")
+    git(top, "submodule", "add", "-q", "./mod", "mod")
+    git(top, "commit", "-qm", "module")
+    shutil.rmtree(module)
+    (top / ".gitmodules").write_text(  # what the agent may write: .gitmodules is no .git/
+        f'[submodule "mod"]\n\tpath = mod\n\turl = {s.outside / "elsewhere"}\n'
+    )
+    git(top, "submodule", "sync", "-q")
+    return ["submodule", "update", "--init"]
+
+
+def _rebase_todo(*lines: str):
+    """A nested repository stopped in an interactive rebase whose todo list, which
+    the agent can write, holds `lines`."""
+
+    def setup(s: Scene):
+        nested = repo(s.root / "sub")
+        (nested / "a.txt").write_text("two\n")
+        git(nested, "commit", "-qam", "two")
+        env = {**ENV, "GIT_SEQUENCE_EDITOR": "sed -i '1i break'"}
+        subprocess.run(["git", "rebase", "-q", "-i", "HEAD~1"], cwd=nested, env=env,
+                       capture_output=True, check=True)  # fmt: skip
+        todo = nested / ".git" / "rebase-merge" / "git-rebase-todo"
+        todo.write_text("".join(line.format(evil=s.evil) + "\n" for line in lines))
+        return ["-C", "sub", "rebase", "--continue"]
+
+    return setup
+
+
+def _lazy_fetch(remote_in: str = "config"):
+    """A nested partial clone whose promisor remote lies outside the root, named in
+    its config or in the old `remotes/` or `branches/` files of its git dir."""
+
+    def setup(s: Scene):
+        elsewhere = repo(s.outside / "elsewhere", "outside secret\n")
+        blob = git(elsewhere, "rev-parse", "HEAD:a.txt").strip()
+        s.config(elsewhere, ("uploadpack.allowAnySHA1InWant", "true"))
+        nested = repo(s.root / "sub")
+        s.config(
+            nested,
+            ("core.repositoryformatversion", "1"),
+            ("extensions.partialClone", "origin"),
+            ("remote.origin.promisor", "true"),
+        )
+        url = f"file://{elsewhere}"
+        if remote_in == "config":
+            s.config(nested, ("remote.origin.url", url))
+        else:
+            (nested / ".git" / remote_in).mkdir(exist_ok=True)
+            line = f"URL: {url}" if remote_in == "remotes" else f"{elsewhere}#main"
+            (nested / ".git" / remote_in / "origin").write_text(line + "\n")
+        return ["-C", "sub", "show", blob]  # the blob is missing: a partial clone fetches it
+
+    return setup
+
+
+# (name, setup); git would read outside the root, or run an alias or a rebase todo: refused
 REFUSED = [
     ("git_file_pointing_outside", _git_file_outside),
     ("work_tree_outside", _work_tree_outside),
@@ -325,7 +535,28 @@ REFUSED = [
     ("common_dir_outside", _common_dir_outside),
     ("object_alternates_outside", _alternates_outside),
     ("repository_alias", _alias),
-]
+    ("mailmap_file_outside", _naming_outside(("mailmap.file", "{secret}"), args=("log",))),
+    ("blame_ignore_revs_file_outside", _naming_outside(
+        ("blame.ignoreRevsFile", "{secret}"), args=("blame", "a.txt"))),
+    ("blame_ignore_revs_file_climbing", _naming_outside(
+        ("blame.ignoreRevsFile", "{relative}"), args=("blame", "a.txt"))),
+    ("include_of_a_file_outside", _naming_outside(("include.path", "{config}"))),
+    ("include_from_home", _naming_outside(("include.path", "~/.gitconfig"))),
+    ("conditional_include_outside", _naming_outside(("includeIf.gitdir:/.path", "{config}"))),
+    ("exclude_file_outside", _naming_outside(("core.excludesFile", "{secret}"), args=("status",))),
+    ("remote_outside_fetched", _naming_outside(("remote.origin.url", "{repo}"),
+                                               args=("fetch", "origin"))),
+    ("remote_outside_as_file_url", _naming_outside(("remote.o.url", "file://{repo}"),
+                                                   args=("ls-remote", "o"))),
+    ("partial_clone_fetching_from_outside", _lazy_fetch()),
+    ("partial_clone_remote_in_a_remotes_file", _lazy_fetch("remotes")),
+    ("partial_clone_remote_in_a_branches_file", _lazy_fetch("branches")),
+    ("url_rewritten_to_a_repository_outside", _naming_outside(
+        ("url.{repo}.insteadOf", "mirror:"), args=("ls-remote", "mirror:x"))),
+    ("submodule_url_outside_in_the_roots_own_repository", _submodule_from_outside),
+    ("rebase_todo_exec", _rebase_todo("exec {evil}")),
+    ("rebase_todo_x_after_picks", _rebase_todo("# comment", "  x {evil} --now")),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("setup", [c[1] for c in REFUSED], ids=[c[0] for c in REFUSED])
@@ -336,6 +567,67 @@ def test_git_is_refused_where_it_would_leave_the_root(make_registry, scene: Scen
     with pytest.raises(SecurityViolation):
         registry.call("run_command", {"argv": ["git", *args]})
     assert not scene.marker.exists()
+
+
+def test_the_roots_own_repository_may_name_files_outside(make_registry, scene: Scene) -> None:
+    top = repo(scene.root)
+    (scene.outside / "mailmap").write_text("Someone Else <t@example.org>\n")
+    scene.config(top, ("mailmap.file", str(scene.outside / "mailmap")))
+    # (a confined command reads outside the root only where read_paths say it may)
+    rules = {"allow": ["git"], "read_paths": [str(scene.outside)]}
+    registry = make_registry(run_command=rules)
+    argv = ["git", "log", "--format=%aN"]
+    assert "Someone Else" in text_of(registry.call("run_command", {"argv": argv}))
+
+
+def test_a_config_written_by_a_parallel_tool_call_never_lands_between_check_and_run(
+    make_registry, scene: Scene
+) -> None:
+    """A peer (or the model's parallel calls) rewrites a nested repository's config
+    through write_file while git runs there: the driver it adds must never run."""
+    _textconv(["show"])(scene)
+    config = "sub/.git/config"
+    benign = (scene.root / config).read_text()
+    armed = benign + f'[diff "x"]\n\ttextconv = {scene.evil}\n'
+    git(scene.root / "sub", "config", "--unset", "diff.x.textconv")
+    benign = (scene.root / config).read_text()
+    registry = make_registry(**{"run_command": {"allow": ["git"]}})
+    done = threading.Event()
+
+    def rewrite() -> None:
+        while not done.is_set():
+            for text in (armed, benign):
+                registry.call("write_file", {"path": config, "content": text})
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        for _ in range(40):
+            with contextlib.suppress(SecurityViolation):
+                registry.call("run_command", {"argv": ["git", "-C", "sub", "show"]})
+            if scene.marker.exists():
+                break
+    finally:
+        done.set()
+        writer.join()
+    assert not scene.marker.exists(), scene.marker.read_text()
+
+
+def test_git_never_writes_a_protected_file_where_the_agent_says(make_registry, scene) -> None:
+    top = repo(scene.root)
+    before = (top / ".git" / "config").read_bytes()
+    registry = make_registry(**{"run_command": {"allow": [
+        {"name": "git", "subcommands": ["log"], "deny_args": ["--output"]}]}})  # fmt: skip
+    fsmonitor = "--format=[core]%n%x09fsmonitor = touch pwned"
+    for args in (
+        ["log", "--decorate-refs", "--", "--output=.git/config", fsmonitor, "-1"],
+        ["log", "--decorate-refs-exclude", "--", "--outp=.git/config", fsmonitor, "-1"],
+        ["log", "-L", "--", "--output=.git/config", "-1"],
+        ["log", "--output=.git/config", fsmonitor, "-1"],
+    ):
+        with pytest.raises(SecurityViolation):
+            registry.call("run_command", {"argv": ["git", *args]})
+    assert (top / ".git" / "config").read_bytes() == before
 
 
 def test_the_roots_own_repository_works_even_with_its_git_dir_elsewhere(

@@ -7,6 +7,7 @@ with `poll_once()` (one poll, exactly as `run` does it) instead of the timer.
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -144,6 +145,7 @@ TORN = [
 ]
 
 
+@pytest.mark.parametrize("pause_s", [0.1, 0.4])
 @pytest.mark.parametrize("part", [c[1] for c in TORN], ids=[c[0] for c in TORN])
 async def test_a_save_caught_between_its_two_writes_never_takes_effect(
     watcher: ProfileWatcher,
@@ -151,6 +153,7 @@ async def test_a_save_caught_between_its_two_writes_never_takes_effect(
     receive: trio.MemoryReceiveChannel,
     nursery: trio.Nursery,
     part: str,
+    pause_s: float,
 ) -> None:
     await watcher.poll_once()
     whole = PROFILE.replace('"alpha"', '"whole"')
@@ -165,7 +168,7 @@ async def test_a_save_caught_between_its_two_writes_never_takes_effect(
     with trio.fail_after(WAIT_S):
         while watcher.statistics().loads == loads:  # it is reading the first part
             await trio.sleep(0)
-    await trio.sleep(0.3)  # the second write comes, well within the 500 ms hold
+    await trio.sleep(pause_s)  # the second write comes within the 500 ms hold
     save_in_place(profile_file, whole)
     with trio.fail_after(WAIT_S):
         while not outcome:
@@ -202,6 +205,57 @@ async def test_a_profile_replaced_by_a_symlink_out_of_the_project_is_refused(
     assert "outside the project folder" in rejection.message
     assert running.active.profile.protected_files == ("a.lock",)
     assert running.active.system_prompt == "alpha"
+
+
+async def test_a_prompt_file_replaced_by_a_fifo_is_refused_and_blocks_nothing(
+    project: pathlib.Path,
+    profile_file: pathlib.Path,
+    channel,
+    nursery: trio.Nursery,
+) -> None:
+    (project / "p.md").write_text("before\n")
+    save_in_place(profile_file, 'system_prompt_file = "p.md"\n')
+    watcher = ProfileWatcher(load_profile(project), channel[0], poll_interval_s=0.01)
+    await nursery.start(watcher.run)
+    (project / "p.md").unlink()
+    os.mkfifo(project / "p.md")  # no writer: a plain read would wait forever
+
+    rejection = await next_rejection(channel[1])
+
+    assert "FIFO" in rejection.message and rejection.key == "system_prompt_file"
+    assert watcher.active.system_prompt == "before\n"
+    with trio.fail_after(WAIT_S):
+        assert await watcher.check_now() == rejection  # the watcher still answers
+
+
+async def test_a_save_during_env_reload_is_what_the_reload_applies(
+    watcher: ProfileWatcher,
+    profile_file: pathlib.Path,
+    receive: trio.MemoryReceiveChannel,
+    nursery: trio.Nursery,
+) -> None:
+    await watcher.poll_once()
+    save_in_place(profile_file, PROFILE.replace('"alpha"', '"first"'))
+    loads = watcher.statistics().loads
+    outcome: list[object] = []
+
+    async def reload() -> None:
+        outcome.append(await watcher.check_now())
+
+    nursery.start_soon(reload)
+    with trio.fail_after(WAIT_S):
+        while watcher.statistics().loads == loads:  # it is holding "first"
+            await trio.sleep(0)
+    await trio.sleep(0.1)
+    save_atomic(profile_file, PROFILE.replace('"alpha"', '"second"'))
+    with trio.fail_after(WAIT_S):
+        while not outcome:
+            await trio.sleep(0.001)
+
+    (update,) = outcome
+    assert isinstance(update, UpdateEnv) and update.system_prompt == "second"
+    assert await next_update(receive) == update
+    assert_nothing_sent(receive)
 
 
 async def test_broken_file_is_reported_at_the_second_poll_and_never_again(

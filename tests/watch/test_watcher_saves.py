@@ -160,3 +160,33 @@ async def test_reload_takes_the_new_poll_interval_when_none_was_fixed(
     update = await next_update(channel[1])
     assert update.changed == ("watch",)
     assert watcher.poll_interval_s == 0.03
+
+
+async def test_saves_with_crlf_line_ends_or_a_bom_take_effect(
+    running: ProfileWatcher, profile_file: pathlib.Path, receive: trio.MemoryReceiveChannel
+) -> None:
+    for prompt, data in (
+        ("crlf", PROFILE.replace('"alpha"', '"crlf"').replace("\n", "\r\n").encode()),
+        ("bom", b"\xef\xbb\xbf" + PROFILE.replace('"alpha"', '"bom"').encode()),
+        ("cr", PROFILE.replace('"alpha"', '"cr"').replace("\n", "\r").encode()),
+    ):
+        profile_file.write_bytes(data)
+        update = await next_update(receive)
+        assert update.system_prompt == prompt
+        assert update.snapshot.profile.protected_files == ("a.lock",)
+
+
+async def test_a_prompt_file_saved_with_crlf_line_ends_takes_effect(
+    project: pathlib.Path, profile_file: pathlib.Path, channel, nursery
+) -> None:
+    (project / "p.md").write_bytes(b"one\r\n")
+    save_in_place(
+        profile_file, PROFILE.replace('system_prompt = "alpha"', 'system_prompt_file = "p.md"')
+    )
+    watcher = ProfileWatcher(load_profile(project), channel[0], poll_interval_s=0.01)
+    await nursery.start(watcher.run)
+    (project / "p.md").write_bytes(b"two\r\nlines\r\n")
+
+    update = await next_update(channel[1])
+
+    assert update.system_prompt == "two\nlines\n"
