@@ -9,7 +9,6 @@ drawn as `› message` when they run, the usage line and `/usage`.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import subprocess
 import sys
@@ -225,12 +224,12 @@ def test_the_input_history_is_kept_across_sessions(project, model_server):
     assert "remember this line" in history.read_text()
     again = start(project)
     try:
-        for _ in range(5):  # Up, Up: past "/quit" to the line before (the oldest)
-            again.child.send("\x1b[A")
-            with contextlib.suppress(AssertionError):
-                on_screen(again, r"› remember this line", timeout_s=1.0)
-                break
-        on_screen(again, r"› remember this line")
+        # The history is read at the input's first draw: Up works once it is drawn.
+        on_screen(again, r"idle · /help · Ctrl-D leaves\n›")
+        again.child.send("\x1b[A")  # Up: the newest line
+        on_screen(again, r"› /quit$")
+        again.child.send("\x1b[A")  # Up: the one before
+        on_screen(again, r"› remember this line$")
     finally:
         again.child.terminate(force=True)
 

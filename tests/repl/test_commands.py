@@ -84,3 +84,11 @@ def test_tab_completes_commands_aliases_approval_ids_and_profiles(before, expect
         before, aliases=["bob", "bobby"], approvals=[3, 12], profiles=["default", "reviewer"]
     )
     assert options == expected
+
+
+def test_tab_completes_every_command_that_help_lists():
+    from gbr_node.repl.commands import COMMANDS, complete
+
+    for name in COMMANDS:
+        assert f"/{name}" in complete(f"/{name[:2]}"), name
+    assert complete("/comp") == ["/compact"]
