@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import trio
 from libp2p.crypto.keys import KeyPair
@@ -144,8 +144,7 @@ async def serve(settings: NodeSettings) -> int:
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     node.color = _wants_color()
-    screen = Screen(View(color=node.color, live=False))
-    node.notice = lambda text: screen.apply(lambda view, width, now: view.notice(text, width))
+    node.notice = _notice_lines(sys.stdout, color=node.color)
 
     def print_call(record: CallRecord, alias: str | None) -> None:
         # serve's stdout is its call log; `run` logs calls to .gbr/node.log instead
@@ -164,6 +163,12 @@ async def serve(settings: NodeSettings) -> int:
             nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
             await _start_background(node, nursery)
     return EXIT_OK
+
+
+def _notice_lines(out: TextIO, *, color: bool) -> Callable[[str], None]:
+    """The node's notices as plain lines on `out` (no live part: `serve`, `mcp`)."""
+    screen = Screen(View(color=color, live=False), out)
+    return lambda text: screen.apply(lambda view, width, now: view.notice(text, width))
 
 
 @asynccontextmanager
@@ -191,7 +196,7 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
     to_stderr.setFormatter(logging.Formatter("gbr-node: %(message)s"))
     logging.getLogger().addHandler(to_stderr)
     node = Node(loaded)
-    node.notice = Renderer(sys.stderr, color=False).line
+    node.notice = _notice_lines(sys.stderr, color=False)
     node.local_requester = "the MCP client"
     async with _host(node, settings, handler, _log_call, listen=()), _closing(node):
         server = McpStdioServer(
