@@ -141,7 +141,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
             loaded.profile.tools,
             sandbox,
             on_approval=desk.on_approval,
-            extra=[desk.status_tool()],
+            extra=desk.status_tools(loaded.profile.tools),
         )
         return _run_tool(registry, args.name, arguments, as_json=args.json)
 
@@ -244,45 +244,119 @@ def cmd_id(args: argparse.Namespace) -> int:
     return node.identity(_settings(args))
 
 
+GLOBAL_OPTIONS = (
+    ("--project", "DIR", "project folder (default: nearest with .gbr_envs/)"),
+    ("--env", "NAME", "profile .gbr_envs/NAME.toml (default: $GBR_ENV or default)"),
+    ("--identity", "PATH", "Ed25519 key file (default: ~/.config/gbr-node/identity.key)"),
+)
+
+COMMANDS = {
+    "run": (
+        "Start the node and talk to its agent in this terminal: answers stream, tools run in "
+        "the sandbox, peers' tools are offered as ALIAS__TOOL. /help inside lists the commands.",
+        ["gbr-node run", "gbr-node run --resume", "gbr-node run --env reviewer --model gpt-4o"],
+    ),
+    "serve": (
+        "Serve this node's tools to the trusted peers of the active profile, without an agent; "
+        "prints one line per call (peer, tool, outcome, milliseconds).",
+        ["gbr-node serve", "gbr-node serve --listen /ip4/0.0.0.0/tcp/4001"],
+    ),
+    "call": (
+        "Call one tool on a peer and print its result (exit 0 ok, 1 tool error or refused, "
+        "2 usage, 3 unreachable or unauthorized).",
+        [
+            'gbr-node call alice read_file \'{"path": "notes.txt"}\'',
+            "gbr-node call alice --list",
+            "gbr-node call /ip4/192.0.2.10/tcp/4001/p2p/12D3KooW... write_file @args.json",
+        ],
+    ),
+    "mcp": (
+        "Started by an MCP client (Claude Code, Claude Desktop, Cursor, ...): serves the active "
+        "profile's tools, mounted MCP servers' NAME__TOOL and trusted peers' ALIAS__TOOL over "
+        "MCP on stdio. In the client's mcpServers: "
+        '{"gbr": {"command": "gbr-node", "args": ["--project", "/path/to/project", "mcp"]}}',
+        ["gbr-node --project /path/to/project mcp", "gbr-node mcp --max-result-tokens 8000"],
+    ),
+    "id": (
+        "Print this node's peer ID and the multiaddrs peers can dial it at.",
+        ["gbr-node id", "gbr-node id --identity ./other.key"],
+    ),
+    "model": (
+        "Say which model `gbr-node run` would use and why: profile [model], environment "
+        "variables, flags, a local Ollama, or the embedded model.",
+        ["gbr-node model", "OPENAI_MODEL=gpt-4o-mini gbr-node model"],
+    ),
+    "init": (
+        "Write a commented .gbr_envs/default.toml in this folder (or --project DIR) unless it "
+        "exists.",
+        ["mkdir -p ~/gbr-demo && cd ~/gbr-demo && gbr-node init"],
+    ),
+    "env": (
+        "Validate, list or describe the environment profiles of this project.",
+        ["gbr-node env check", "gbr-node env check reviewer", "gbr-node env list"],
+    ),
+    "tool": (
+        "Run one of this node's tools under the active profile's sandbox and print its result; "
+        "a protected write waits for approval as in `run`.",
+        [
+            'gbr-node tool list_dir \'{"path": "."}\'',
+            'gbr-node tool read_file \'{"path": ".gbr_envs/default.toml", "limit": 5}\'',
+            'echo \'{"pattern": "TODO"}\' | gbr-node tool search_text -',
+        ],
+    ),
+}
+
+
+ENV_ACTIONS = (
+    (
+        "check",
+        "validate a profile and print its effective values",
+        "Validate a profile and print every effective value (defaults filled in); "
+        "exit 1 with the file, line and key of what is wrong.",
+        ["gbr-node env check", "gbr-node env check reviewer"],
+    ),
+    (
+        "schema",
+        "print the profile JSON Schema (for editors)",
+        "Print the JSON Schema of a profile, for editors that validate TOML.",
+        ["gbr-node env schema > profile.schema.json"],
+    ),
+    (
+        "list",
+        "list the profiles of this project",
+        "List the profiles in this project's .gbr_envs/.",
+        ["gbr-node env list"],
+    ),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse tree of every `gbr-node` command."""
+    """The argparse tree of every `gbr-node` command. The global options are also
+    accepted after the command (`gbr-node env check --env reviewer`)."""
     parser = argparse.ArgumentParser(
         prog="gbr-node",
         description="Peer-to-peer AI agent node: libp2p (Noise + Yamux), sandboxed tools, "
         "any OpenAI-compatible model.",
+        epilog="`gbr-node COMMAND --help` describes a command, with examples.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument(
-        "--project", metavar="DIR", help="project folder (default: nearest with .gbr_envs/)"
-    )
-    parser.add_argument(
-        "--env", metavar="NAME", help="profile .gbr_envs/NAME.toml (default: $GBR_ENV or default)"
-    )
-    parser.add_argument(
-        "--identity",
-        metavar="PATH",
-        help="Ed25519 key file (default: ~/.config/gbr-node/identity.key)",
-    )
+    for flag, metavar, text in GLOBAL_OPTIONS:
+        parser.add_argument(flag, metavar=metavar, help=text)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("run", help="start the node and talk to its agent in this terminal")
+    p = _command(sub, "run", "start the node and talk to its agent in this terminal")
     p.add_argument("--resume", action="store_true", help="continue the last session")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (overrides profile and env)")
     p.add_argument("--model", help="model name (overrides profile and env)")
     _listen_flag(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("serve", help="serve this node's tools to trusted peers (headless)")
+    p = _command(sub, "serve", "serve this node's tools to trusted peers (headless)")
     _listen_flag(p)
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser(
-        "mcp",
-        help="serve this node's and its peers' tools to an MCP client on stdin/stdout",
-        description="Started by an MCP client (Claude Code, Claude Desktop, Cursor, ...): "
-        "serves the active profile's tools, mounted MCP servers' NAME__TOOL and trusted "
-        "peers' ALIAS__TOOL over MCP on stdio. Example mcpServers entry: "
-        '{"gbr": {"command": "gbr-node", "args": ["--project", "/path/to/project", "mcp"]}}',
+    p = _command(
+        sub, "mcp", "serve this node's and its peers' tools to an MCP client on stdin/stdout"
     )
     from gbr_node.mcp.results import DEFAULT_MAX_RESULT_TOKENS
 
@@ -296,17 +370,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_mcp)
 
-    p = sub.add_parser("call", help="call one tool on a peer and print the result")
+    p = _command(sub, "call", "call one tool on a peer and print the result")
     p.add_argument("target", metavar="PEER", help="/p2p/ multiaddr, peer ID, or [peers] alias")
     p.add_argument("tool", nargs="?", help="tool name")
     p.add_argument("arguments", nargs="?", default="{}", metavar="JSON-ARGS", help=ARGS_HELP)
     p.add_argument("--list", action="store_true", help="list the tools the peer grants us")
     p.set_defaults(func=cmd_call)
 
-    p = sub.add_parser("id", help="print this node's peer ID and multiaddrs")
+    p = _command(sub, "id", "print this node's peer ID and multiaddrs")
     p.set_defaults(func=cmd_id)
 
-    p = sub.add_parser("model", help="show which model `run` would use, and why")
+    p = _command(sub, "model", "show which model `run` would use, and why")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (overrides profile and env)")
     p.add_argument("--model", help="model name (overrides profile and env)")
     p.set_defaults(func=cmd_model)
@@ -315,23 +389,95 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_approvals_parser(sub)
 
-    p = sub.add_parser("init", help="create .gbr_envs/default.toml here if absent")
+    p = _command(sub, "init", "create .gbr_envs/default.toml here if absent")
     p.set_defaults(func=cmd_init)
 
-    p = sub.add_parser("env", help="validate or describe environment profiles")
+    p = _command(sub, "env", "validate or describe environment profiles")
     env_sub = p.add_subparsers(dest="env_command", metavar="ACTION", required=True)
-    check = env_sub.add_parser("check", help="validate a profile and print its effective values")
-    check.add_argument("name", nargs="?", help="profile name (default: the active one)")
-    env_sub.add_parser("schema", help="print the profile JSON Schema (for editors)")
-    env_sub.add_parser("list", help="list the profiles of this project")
+    for name, summary, description, examples in ENV_ACTIONS:
+        action = env_sub.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=_examples(examples),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if name == "check":
+            action.add_argument("name", nargs="?", help="profile name (default: the active one)")
     p.set_defaults(func=cmd_env)
 
-    p = sub.add_parser("tool", help="run one local tool under the active profile")
+    p = _command(sub, "tool", "run one local tool under the active profile", add_help=False)
+    p.add_argument("-h", "--help", action=_ToolHelp, help="show this help, with every tool")
     p.add_argument("name", help="tool name, e.g. read_file")
     p.add_argument("arguments", nargs="?", default="{}", metavar="JSON-ARGS", help=ARGS_HELP)
     p.add_argument("--json", action="store_true", help="print the raw MCP result")
     p.set_defaults(func=cmd_tool)
+    _add_global_options(parser)
     return parser
+
+
+def _command(sub, name: str, summary: str, **kwargs) -> argparse.ArgumentParser:
+    description, examples = COMMANDS[name]
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=_examples(examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
+
+
+def _examples(lines: list[str]) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _add_global_options(parser: argparse.ArgumentParser) -> None:
+    """Accept the global options after every (sub)command too; there a value given
+    wins over one given before the command, and an absent one leaves it alone."""
+    for action in parser._actions:  # argparse keeps subcommands only there
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                group = child.add_argument_group("global options (also before the command)")
+                for flag, metavar, text in GLOBAL_OPTIONS:
+                    group.add_argument(flag, metavar=metavar, help=text, default=argparse.SUPPRESS)
+                _add_global_options(child)
+
+
+class _ToolHelp(argparse.Action):
+    """`gbr-node tool --help`: the usual help, then every tool with its arguments."""
+
+    def __init__(
+        self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None
+    ):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        parser.print_help()
+        print(f"\n{tool_listing()}")
+        parser.exit()
+
+
+def tool_listing() -> str:
+    """Every tool `gbr-node tool` can run with the default profile, with its arguments
+    (`name?` is optional); the active profile's `[tools] enabled` may turn some off."""
+    from gbr_node.approvals.desk import ApprovalDesk
+    from gbr_node.config.profile import ToolsConfig
+    from gbr_node.sandbox import Sandbox
+    from gbr_node.tools.registry import build_registry
+
+    sandbox = Sandbox(Path.cwd())
+    desk = ApprovalDesk(None, lambda: sandbox)  # type: ignore[arg-type]  # only its spec is read
+    registry = build_registry(ToolsConfig(), sandbox, extra=[desk.status_tool()])
+    lines = ["tools (the active profile's [tools] enabled may turn some off):"]
+    for spec in registry.specs():
+        schema = spec.get("inputSchema") or {}
+        required = set(schema.get("required", []))
+        names = [n if n in required else f"{n}?" for n in schema.get("properties", {})]
+        summary = (spec.get("description") or "").strip().split(". ")[0].rstrip(".") + "."
+        lines.append(f"  {spec['name']:<16} {summary}")
+        lines.append(f"  {'':<16} arguments: {', '.join(names) or 'none'}")
+    return "\n".join(lines)
 
 
 def _listen_flag(p: argparse.ArgumentParser) -> None:

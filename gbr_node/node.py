@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import trio
 from libp2p.crypto.keys import KeyPair
@@ -33,7 +33,7 @@ from gbr_node.agent.session import Session
 from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
 from gbr_node.config.profile import ModelConfig
 from gbr_node.config.watcher import ProfileWatcher
-from gbr_node.control import Node, missing_model_help
+from gbr_node.control import EMBEDDED_FAILED, EMBEDDED_OFF, Node, missing_model_help
 from gbr_node.errors import GbrError, ModelError, PeerUnreachable
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ClientSettings, ModelClient
@@ -43,8 +43,10 @@ from gbr_node.p2p.host import P2PHost, open_host, parse_target
 from gbr_node.p2p.identity import default_identity_path, load_or_create_identity, peer_id_of
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import call_tool, describe_call, list_tools, serve_mcp
-from gbr_node.repl.app import Repl
-from gbr_node.repl.render import DIM, RED, RESET, YELLOW, Renderer
+from gbr_node.repl.app import Repl, open_screen
+from gbr_node.repl.render import DIM, RED, RESET, YELLOW
+from gbr_node.repl.screen import Screen
+from gbr_node.repl.view import View
 from gbr_node.rpc.codes import UnauthorizedPeer
 from gbr_node.rpc.server import CallRecord, Limits
 from gbr_node.rpc.toolhost import ProfileToolHost
@@ -52,6 +54,10 @@ from gbr_node.rpc.toolhost import ProfileToolHost
 log = logging.getLogger("gbr_node")
 OLLAMA_PROBE_TIMEOUT_S = 0.5
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+LISTEN_HINT = (
+    "another node may be using that port: choose one with --listen /ip4/127.0.0.1/tcp/PORT "
+    "(port 0 picks a free one) or [node] listen in the profile"
+)
 
 
 @dataclass(frozen=True)
@@ -90,24 +96,42 @@ async def _host(
     on_call: CallLog,
     listen: Sequence[str] | None = None,
 ) -> AsyncIterator[P2PHost]:
-    """Run the libp2p host serving `/gbr/mcp/1.0.0`; wire the peer directory into the node."""
+    """Run the libp2p host serving `/gbr/mcp/1.0.0`; wire the peer directory into the node.
+
+    A listen address that cannot be used raises GbrError with a hint of `--listen`."""
     keypair = _load_identity(settings)
     if listen is None:
         listen = settings.listen if settings.listen is not None else node.loaded.profile.node.listen
-    async with open_host(
-        keypair, listen, is_trusted=node.is_trusted, close_untrusted=False, log_handler=log_handler
-    ) as host:
-        tool_host = ProfileToolHost(node.snapshot, on_notify=node.on_notify)
-        serve_mcp(
-            host,
-            tool_host,
-            node.limits,
-            on_call=lambda record: on_call(record, tool_host.alias_of(record.peer_id)),
-        )
-        node.host = host
-        node.peers = PeerDirectory(host, lambda: node.loaded.profile.peers, node.limits)
-        node.dispatcher.remote = node.peers
-        yield host
+    entered = False
+    try:
+        async with open_host(
+            keypair,
+            listen,
+            is_trusted=node.is_trusted,
+            close_untrusted=False,
+            log_handler=log_handler,
+        ) as host:
+            entered = True
+            yield _serving(node, host, on_call)
+    except GbrError as exc:
+        if entered:
+            raise
+        raise GbrError(f"{exc}; {LISTEN_HINT}") from exc
+
+
+def _serving(node: Node, host: P2PHost, on_call: CallLog) -> P2PHost:
+    """Serve `/gbr/mcp/1.0.0` on `host` and wire the peer directory into the node."""
+    tool_host = ProfileToolHost(node.snapshot, on_notify=node.on_notify)
+    serve_mcp(
+        host,
+        tool_host,
+        node.limits,
+        on_call=lambda record: on_call(record, tool_host.alias_of(record.peer_id)),
+    )
+    node.host = host
+    node.peers = PeerDirectory(host, lambda: node.loaded.profile.peers, node.limits)
+    node.dispatcher.remote = node.peers
+    return host
 
 
 def _log_call(record: CallRecord, alias: str | None) -> None:
@@ -120,7 +144,7 @@ async def serve(settings: NodeSettings) -> int:
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     node.color = _wants_color()
-    node.notice = Renderer(color=node.color).line  # profile and approval notices
+    node.notice = _notice_lines(sys.stdout, color=node.color)
 
     def print_call(record: CallRecord, alias: str | None) -> None:
         # serve's stdout is its call log; `run` logs calls to .gbr/node.log instead
@@ -139,6 +163,12 @@ async def serve(settings: NodeSettings) -> int:
             nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
             await _start_background(node, nursery)
     return EXIT_OK
+
+
+def _notice_lines(out: TextIO, *, color: bool) -> Callable[[str], None]:
+    """The node's notices as plain lines on `out` (no live part: `serve`, `mcp`)."""
+    screen = Screen(View(color=color, live=False), out)
+    return lambda text: screen.apply(lambda view, width, now: view.notice(text, width))
 
 
 @asynccontextmanager
@@ -166,7 +196,7 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
     to_stderr.setFormatter(logging.Formatter("gbr-node: %(message)s"))
     logging.getLogger().addHandler(to_stderr)
     node = Node(loaded)
-    node.notice = Renderer(sys.stderr, color=False).line
+    node.notice = _notice_lines(sys.stderr, color=False)
     node.local_requester = "the MCP client"
     async with _host(node, settings, handler, _log_call, listen=()), _closing(node):
         server = McpStdioServer(
@@ -223,12 +253,7 @@ async def call_once(
         try:
             parse_target(target)
         except GbrError as exc:
-            known = ", ".join(peers) or f"none: no [peers] in profile {settings.env}"
-            print(
-                f"gbr-node: {exc}\n  TARGET is an alias from [peers] (known: {known}), "
-                "a peer ID, or a multiaddr ending in /p2p/<peer ID>",
-                file=sys.stderr,
-            )
+            print(f"gbr-node: {_bad_target(target, exc, peers, settings.env)}", file=sys.stderr)
             return EXIT_USAGE
     keypair = _load_identity(settings)
     async with open_host(keypair, [], is_trusted=lambda _: False) as host:
@@ -237,6 +262,16 @@ async def call_once(
         # Errors are handled inside the host's context: leaving it wraps them
         # in the library's exception groups.
         return await _call_and_print(host, target, tool, arguments)
+
+
+def _bad_target(target: str, exc: GbrError, peers: dict, env: str) -> str:
+    """Why `target` is no call target, in the words of the command line: a word that
+    looks like neither a peer ID nor a multiaddr is taken for a mistyped alias."""
+    known = ", ".join(peers) or f"none: profile {env} has no [peers]"
+    kinds = "TARGET is a [peers] alias, a peer ID (12D3KooW...) or a multiaddr ending in /p2p/ID"
+    if target.startswith(("/", "12D3KooW", "Qm")):  # a multiaddr, a peer ID mistyped
+        return f"{exc}\n  {kinds}"
+    return f"{target!r} is not an alias of profile {env} (aliases: {known})\n  {kinds}"
 
 
 async def _call_and_print(
@@ -318,9 +353,14 @@ async def choose(settings: NodeSettings, profile_model: ModelConfig) -> ModelCho
 
 
 async def describe_model(settings: NodeSettings) -> int:
-    """`gbr-node model`: print which model `run` would use, and why."""
+    """`gbr-node model`: print which model `run` would use, and why (the same
+    choice as `run`: `GBR_LOCAL_MODEL=0` rules the embedded model out here too)."""
     profile = load_profile(settings.project_dir, settings.env).profile
-    print(describe_local(await choose(settings, profile.model), profile.local.model))
+    choice = await choose(settings, profile.model)
+    if not choice.configured and not embedded_allowed():
+        print(f"none: {missing_model_help(choice, EMBEDDED_OFF)}")
+    else:
+        print(describe_local(choice, profile.local.model))
     return EXIT_OK
 
 
@@ -336,52 +376,96 @@ async def run_interactive(settings: NodeSettings) -> int:
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
     machine = AgentMachine(session, node.dispatcher.chat_tools)
-    renderer = Renderer(color=_wants_color())
-    node.runtime = AgentRuntime(machine, node.model, node.dispatcher, renderer)
+    repl = Repl(node, open_screen(color=_wants_color()))
+    node.runtime = AgentRuntime(machine, node.model, node.dispatcher, repl.show)
     try:
-        async with AsyncExitStack() as stack:
-            local_name = node.loaded.profile.local.model
-            if not choice.configured and embedded_allowed() and local_model_available(local_name):
-                renderer.line(f"{DIM}starting the embedded model (nothing else configured)…{RESET}")
-                log_path = settings.project_dir / ".gbr" / "node.log"
-                try:
-                    server = local_model_server(log_path, local_name)
-                    local = await stack.enter_async_context(server)
-                    choice = local.apply_to(choice)
-                    node.embedded = True
-                except ModelError as exc:
-                    renderer.line(f"{RED}{exc}{RESET}")
-            node.choice = choice
-            stack.push_async_callback(_close_clients, node)  # after the tasks using them end
-            if choice.config.base_url and choice.config.model:
-                node.client = ModelClient(
-                    ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
-                )
-            try:
-                host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
-            except GbrError as exc:
-                renderer.line(f"{YELLOW}not listening for peers ({exc}); dialing out only{RESET}")
-                host = await stack.enter_async_context(
-                    _host(node, settings, handler, _log_call, listen=())
-                )
-            nursery = await stack.enter_async_context(trio.open_nursery())
-            window = await node.learn_window()
-            _banner(node, host, renderer, resumed, len(session.entries) - 1, window)
-            confinement = await trio.to_thread.run_sync(node.confinement_notice)
-            if confinement is not None:
-                renderer.line(f"{DIM}{confinement}{RESET}")
-            await nursery.start(node.runtime.run)
-            node.notice = renderer.line
-            node.color = renderer.color
-            await _start_background(node, nursery)
-            if node.peers is not None:
-                nursery.start_soon(node.peers.dial_known)
-            await Repl(node, renderer).run()
-            nursery.cancel_scope.cancel()
+        async with trio.open_nursery() as everything:
+
+            async def repl_then_stop(task_status: trio.TaskStatus) -> None:
+                await repl.run(task_status=task_status)
+                everything.cancel_scope.cancel()  # the person left: stop the node
+
+            # The input first, so that keys typed from now on are never echoed by the tty.
+            await everything.start(repl_then_stop)
+            # `kill PID` leaves like Ctrl-D: the terminal is put back out of raw mode.
+            everything.start_soon(_stop_on_sigterm, everything.cancel_scope)
+            await _run_node(settings, node, choice, handler, repl, resumed, len(session.entries))
     finally:
         journal.close()
         node.library.close()
     return EXIT_OK
+
+
+async def _run_node(
+    settings: NodeSettings,
+    node: Node,
+    choice: ModelChoice,
+    handler: logging.Handler,
+    repl: Repl,
+    resumed: bool,
+    entries: int,
+) -> None:
+    """The node's parts for `run`, until cancelled (the REPL cancels when the person leaves)."""
+    say = repl.line
+    async with AsyncExitStack() as stack:
+        if choice.configured:
+            pass
+        elif not embedded_allowed():
+            node.no_model_reason = EMBEDDED_OFF
+        elif local_model_available(local_name := node.loaded.profile.local.model):
+            say(f"{DIM}starting the embedded model (nothing else configured)…{RESET}")
+            log_path = settings.project_dir / ".gbr" / "node.log"
+            try:
+                server = local_model_server(log_path, local_name)
+                local = await stack.enter_async_context(server)
+                choice = local.apply_to(choice)
+                node.embedded = True
+            except ModelError as exc:
+                say(f"{RED}{exc}{RESET}")
+                node.no_model_reason = EMBEDDED_FAILED
+        node.choice = choice
+        stack.push_async_callback(_close_clients, node)  # after the tasks using them end
+        if choice.config.base_url and choice.config.model:
+            node.client = ModelClient(
+                ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
+            )
+        try:
+            host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
+        except GbrError as exc:
+            say(f"{YELLOW}not listening for peers, dialing out only: {exc}{RESET}")
+            host = await stack.enter_async_context(
+                _host(node, settings, handler, _log_call, listen=())
+            )
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        window = await node.learn_window()
+        _banner(node, host, say, resumed, entries - 1, window)
+        confinement = await trio.to_thread.run_sync(node.confinement_notice)
+        if confinement is not None:
+            say(f"{DIM}{confinement}{RESET}")
+        await nursery.start(node.runtime.run)
+        node.notice = repl.notice
+        node.color = repl.color
+        await _start_background(node, nursery)
+        nursery.start_soon(_dial_known, node)
+        repl.ready()
+        await trio.sleep_forever()
+
+
+async def _dial_known(node: Node) -> None:
+    """Dial every trusted peer that has addresses, at once; one line says how each went
+    (the banner could count only this node's tools)."""
+
+    async def dial(alias: str) -> None:
+        try:
+            node.notice(f"{DIM}{await node.dial(alias)}{RESET}")
+        except GbrError as exc:
+            node.notice(f"{YELLOW}peer {alias} not reached: {exc}{RESET}")
+            log.info("could not reach peer %s: %s", alias, exc)
+
+    async with trio.open_nursery() as nursery:
+        for alias, peer in node.loaded.profile.peers.items():
+            if peer.addrs:
+                nursery.start_soon(dial, alias)
 
 
 def _load_identity(settings: NodeSettings) -> KeyPair:
@@ -433,22 +517,24 @@ async def _start_watcher(node: Node, nursery: trio.Nursery) -> None:
 def _banner(
     node: Node,
     host: P2PHost | None,
-    renderer: Renderer,
+    say: Callable[[str], None],
     resumed: bool,
     messages: int,
     window: Window,
 ) -> None:
     loaded = node.loaded
-    renderer.line(f"gbr-node {__version__} · profile {loaded.name} · root {loaded.root}")
+    say(f"gbr-node {__version__} · profile {loaded.name} · root {loaded.root}")
     if node.client is None:
-        renderer.line(f"{RED}{missing_model_help(node.choice)}{RESET}")
+        say(f"{RED}{missing_model_help(node.choice, node.no_model_reason)}{RESET}")
     elif node.choice is not None:
-        renderer.line(f"{DIM}model {node.choice.describe()}{RESET}")
-        renderer.line(f"{DIM}context window {window.tokens} tokens ({window.source}){RESET}")
+        say(f"{DIM}model {node.choice.describe()}{RESET}")
+        say(f"{DIM}context window {window.tokens} tokens ({window.source}){RESET}")
     if host is not None:
         addrs = ", ".join(host.addrs) or host.peer_id
-        renderer.line(f"{DIM}peer {addrs}{RESET}")
+        say(f"{DIM}peer {addrs}{RESET}")
     if resumed:
-        renderer.line(f"{DIM}resumed the last session ({messages} messages){RESET}")
+        say(f"{DIM}resumed the last session ({messages} messages){RESET}")
     count = len(node.dispatcher.chat_tools())
-    renderer.line(f"{DIM}{count} tools · /help for commands · Ctrl-D leaves{RESET}")
+    dialing = [alias for alias, peer in loaded.profile.peers.items() if peer.addrs]
+    later = f" (more from {', '.join(dialing)} as they connect)" if dialing else ""
+    say(f"{DIM}{count} tools{later} · /help for commands · Ctrl-D leaves{RESET}")

@@ -93,8 +93,10 @@ class RunTool:
 
 @dataclass(frozen=True)
 class Show:
-    """Something for the person to see. `kind`: text, reasoning, tool_start, tool_end,
-    notice, error, queued, stale, turn_end."""
+    """Something for the person to see. `kind`: prompt (a message of the person's
+    starts a turn), waiting (an inference starts), text, reasoning, usage (an
+    inference ended; `data["usage"]` is the server's usage object or None),
+    tool_start, tool_end, notice, error, queued, stale, turn_end."""
 
     kind: str
     text: str = ""
@@ -164,7 +166,7 @@ class AgentMachine:
         self.session.append({"role": "user", "content": msg.content}, **meta)
         self._steps = 0
         self._failures.clear()
-        return self._start()
+        return [Show("prompt", msg.text), *self._start()]
 
     def _on_approval_resolved(self, msg: ApprovalResolved) -> list[Action]:
         # The call was answered "pending" long ago: the outcome is news for the
@@ -187,13 +189,14 @@ class AgentMachine:
 
     def _on_done(self, msg: OracleDone) -> list[Action]:
         calls = list(msg.tool_calls)
+        usage = Show("usage", data={"usage": msg.usage})
         if not calls and not msg.text:
             # Nothing to keep: an assistant message with neither text nor tool
             # calls is refused by strict servers. Say so instead of going silent.
             notice = Show(
                 "notice", f"(the model gave an empty answer; finish: {msg.finish_reason})"
             )
-            return [notice, *self._end_turn()]
+            return [usage, notice, *self._end_turn()]
         if msg.usage:
             self.context.observe(self._raw_estimate, msg.usage.get("prompt_tokens"))
         self._overflow_retried = False
@@ -202,10 +205,10 @@ class AgentMachine:
             message["tool_calls"] = [_wire_call(c) for c in calls]
         self.session.append(message, finish_reason=msg.finish_reason, usage=msg.usage)
         if not calls:
-            return self._end_turn()
+            return [usage, *self._end_turn()]
         self.state = State.AWAITING_TOOLS
         self._calls, self._results = calls, {}
-        actions: list[Action] = []
+        actions: list[Action] = [usage]
         seen: set[tuple[str, str]] = set()
         for position, call in enumerate(calls):
             key = (call.name, _arguments_key(call))
@@ -255,7 +258,7 @@ class AgentMachine:
         if msg.partial:
             note = f"{msg.partial}\n\n[answer cut: {msg.error}]"
             self.session.append({"role": "assistant", "content": note}, error=msg.error)
-        return [Show("error", msg.error)] + self._end_turn()
+        return [Show("usage", data={"usage": None}), Show("error", msg.error), *self._end_turn()]
 
     def _on_feedback(self, msg: ToolExecutionFeedback) -> list[Action]:
         if msg.call_id not in {c.id for c in self._calls} or msg.call_id in self._results:
@@ -304,7 +307,10 @@ class AgentMachine:
             self._failures.clear()
             return actions + [Show("turn_end", "interrupted; suggestion sent"), *self._start()]
         if self.queued:
-            actions.append(Show("notice", f"dropped {len(self.queued)} queued message(s)"))
+            dropped = len(self.queued)
+            actions.append(
+                Show("notice", f"dropped {dropped} queued message(s)", {"dropped": dropped})
+            )
             self.queued.clear()
         return actions + [Show("turn_end", "interrupted")]
 

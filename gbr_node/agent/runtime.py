@@ -72,6 +72,7 @@ class AgentRuntime:
 
     def _carry_out(self, action: Action, nursery: trio.Nursery) -> None:
         if isinstance(action, StartInference):
+            self._render(Show("waiting"))
             scope = trio.CancelScope()
             self._scopes[action.prompt.prompt_id] = scope
             nursery.start_soon(self._infer, scope, action.prompt)

@@ -38,17 +38,39 @@ Editor = Callable[..., str | None]
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register `approvals` and its actions on `subparsers` (the `gbr-node`
     command tree); the parsed Namespace runs with `args.func(args)`."""
-    p = subparsers.add_parser("approvals", help="list and decide approvals of protected writes")
+    raw = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "approvals",
+        help="list and decide approvals of protected writes",
+        description="List and decide the writes to protected files that wait for approval "
+        "(.gbr/approvals.db), also while `gbr-node run` or `serve` runs: the node picks the "
+        "decision up within a second and tells the requester.",
+        epilog="examples:\n  gbr-node approvals list\n  gbr-node approvals show 3\n"
+        "  gbr-node approvals approve 3\n  gbr-node approvals reject 3 --reason 'not now'",
+        formatter_class=raw,
+    )
     actions = p.add_subparsers(dest="approvals_action", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="pending approvals (--all: every one)")
+    listing = actions.add_parser(
+        "list",
+        help="pending approvals (--all: every one)",
+        description="One line per approval waiting for a decision (--all: every one).",
+        epilog="examples:\n  gbr-node approvals list\n  gbr-node approvals list --all",
+        formatter_class=raw,
+    )
     listing.add_argument("--all", action="store_true", help="include decided ones")
-    for name, text in (
-        ("show", "details and diff of one approval"),
-        ("approve", "approve and apply it"),
-        ("reject", "refuse it; the requester is told the reason"),
-        ("edit", "open $EDITOR on the proposed content, then apply the edited text"),
+    for name, text, example in (
+        ("show", "details and diff of one approval", "show 3"),
+        ("approve", "approve and apply it", "approve 3 --force"),
+        ("reject", "refuse it; the requester is told the reason", "reject 3 --reason 'not now'"),
+        ("edit", "open $EDITOR on the proposed content, then apply the edited text", "edit 3"),
     ):
-        action = actions.add_parser(name, help=text)
+        action = actions.add_parser(
+            name,
+            help=text,
+            description=text[0].upper() + text[1:] + ".",
+            epilog=f"example:\n  gbr-node approvals {example}",
+            formatter_class=raw,
+        )
         action.add_argument("id", type=int, metavar="N", help="approval id")
         if name in ("approve", "edit"):
             action.add_argument(
@@ -151,7 +173,11 @@ def show(log: ApprovalLog, sandbox: Sandbox, approval_id: int, *, out: TextIO, c
 
 
 def reject(log: ApprovalLog, approval_id: int, reason: str | None, *, by: str, out: TextIO) -> int:
-    """Record the rejection; the file is not touched."""
+    """Record the rejection; the file is not touched. One already decided is
+    reported as it stands (`approval #N already applied`), as approve does."""
+    current = log.get(approval_id)
+    if current.settled:
+        return report(Settled(current), out=out, colour=False)
     log.reject(approval_id, reason, by=by)
     print(f"approval #{approval_id} rejected" + (f": {reason}" if reason else ""), file=out)
     return EXIT_OK

@@ -33,12 +33,14 @@ from gbr_node.approvals.state import (
     UnknownApproval,
     outcome_text,
 )
+from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, GbrError, ToolError
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools.base import Params, Tool
 from gbr_node.tools.registry import CALLER, ToolResult
 
 POLL_INTERVAL_S = 0.25
+WRITING_TOOLS = ("write_file", "edit_file", "move_path", "delete_path")
 LOCAL = "local"
 log = logging.getLogger("gbr_node.approvals")
 
@@ -91,6 +93,12 @@ class ApprovalDesk:
             "path": exc.path,
         }
         return ToolResult.text(text, structured=structured)
+
+    def status_tools(self, tools: ToolsConfig) -> list[Tool]:
+        """`[status_tool()]` when `tools` enables a tool that can ask for approval
+        (a write, edit, move or delete), else none: `[tools] enabled = []`
+        leaves the model no tool of this node at all."""
+        return [self.status_tool()] if any(tools.is_enabled(n) for n in WRITING_TOOLS) else []
 
     def status_tool(self) -> Tool:
         """`approval_status(approval_id)`: where one of the caller's approvals stands.

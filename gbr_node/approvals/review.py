@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 
 from gbr_node.errors import ToolError
+from gbr_node.textcells import visible
 
 BOLD, RED, GREEN, CYAN, RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[0m"
 FALLBACK_EDITORS = ("nano", "vi")
@@ -37,7 +38,10 @@ def unified_diff(old: str | None, new: str | None, path: str, *, context: int = 
 
 def colour_diff(lines: list[str], *, colour: bool = True) -> str:
     """`lines` joined for a terminal: headers bold, hunks cyan, additions green,
-    removals red (ANSI), or plain text when `colour` is False."""
+    removals red (ANSI), or plain text when `colour` is False. The proposed
+    content comes from the model or a peer: its control characters are shown
+    as visible stand-ins (`textcells.visible`), never sent to the terminal."""
+    lines = [visible(line) for line in lines]
     if not colour:
         return "\n".join(lines)
     painted = []

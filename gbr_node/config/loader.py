@@ -173,9 +173,7 @@ def load_profile(project_dir: pathlib.Path, name: str = "default") -> LoadedProf
             if available
             else f"no profiles in {project_dir / PROFILE_DIR}; `gbr-node init` creates one"
         )
-        raise ProfileError(
-            f"profile {name!r} not found: {path} does not exist; {hint}", file=str(path)
-        )
+        raise ProfileError(f"profile {name!r} not found (no such file); {hint}", file=str(path))
     _refuse_outside(path, project_dir, file=str(path), key=None, line=None)
     text, digest = _read_text(path, file=str(path), key=None, line=None)
     fmt = "json" if path.suffix == ".json" else "toml"

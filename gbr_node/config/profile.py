@@ -12,7 +12,7 @@ Shape (every key optional; defaults below):
     [tools]      enabled, read_max_bytes, [tools.run_command] ...
     max_steps = 25                     # model requests per turn (default: 8 for small models)
     [model]      base_url, model, api_key_env, temperature, headers, stream_tools,
-                 context_tokens
+                 context_tokens, prices
     [local]      model (the embedded model to run when nothing else is configured)
     [node]       listen multiaddrs and RPC limits
     [peers.ALIAS] peer_id, addrs, tools
@@ -160,6 +160,8 @@ class ModelConfig(_Frozen):
     that carry tools without streaming (for servers that cannot stream them).
     `context_tokens` is the model's context window in tokens; unset, the node
     asks the server and else assumes a conservative size (GBR-CTX-01).
+    `input_price_per_mtok` / `output_price_per_mtok`: US dollars per million
+    prompt / completion tokens, for the cost in the REPL's `/usage`.
     """
 
     base_url: str | None = None
@@ -169,6 +171,8 @@ class ModelConfig(_Frozen):
     headers: dict[str, str] = {}
     stream_tools: bool = True
     context_tokens: Annotated[int, Field(ge=512, le=100_000_000)] | None = None
+    input_price_per_mtok: Annotated[float, Field(ge=0)] | None = None
+    output_price_per_mtok: Annotated[float, Field(ge=0)] | None = None
 
 
 class LocalConfig(_Frozen):

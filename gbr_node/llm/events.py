@@ -127,7 +127,7 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
+        raise ValueError(f"arguments are not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise ValueError(f"arguments must be a JSON object, not {type(value).__name__}")
     return value

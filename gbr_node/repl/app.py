@@ -1,23 +1,28 @@
 """The interactive REPL: keyboard in a thread, everything else in trio.
 
-The input line stays usable while the model streams and tools run: a worker
-thread runs prompt_toolkit's `prompt()` and hands each line to the trio loop
-(the pattern of trio's own `_repl.py`), while answers are printed above the
-input line through prompt_toolkit's stdout proxy. A plain line typed while the
-agent works is queued; `/s TEXT` cuts in (ADR-0010); Ctrl-C stops the current
-answer; Ctrl-D leaves.
+The input stays usable while the model streams and tools run (see
+`repl.screen` for how the terminal is drawn). A worker thread runs the input
+and hands each line to the trio loop (the pattern of trio's own `_repl.py`);
+every agent action and notice goes to the `Screen`. A plain line typed while
+the agent works is queued and drawn as `› line` when it runs; `/s TEXT` cuts
+in (ADR-0010); Ctrl-C stops the current answer; Ctrl-D or `/quit` leaves.
+Without a terminal (a pipe, `TERM=dumb`) lines are read from stdin and the
+answer is written as plain text as it streams.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import Protocol
 
 import trio
 
+from gbr_node.agent.machine import Show
 from gbr_node.agent.messages import CompactContext, Interrupt, InterruptAndSuggest, UserPrompt
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.errors import GbrError
@@ -25,13 +30,14 @@ from gbr_node.repl.commands import (
     APPROVAL_COMMANDS,
     CommandError,
     SlashCommand,
+    complete,
     help_text,
     parse_line,
 )
-from gbr_node.repl.render import DIM, RESET, Renderer
-
-PROMPT = "› "
-STREAM_WRITE_DELAY_S = 0.02
+from gbr_node.repl.render import DIM, RESET
+from gbr_node.repl.screen import Screen
+from gbr_node.repl.usage import UsageMeter, session_report
+from gbr_node.repl.view import View
 
 
 class NodeControl(Protocol):
@@ -42,6 +48,16 @@ class NodeControl(Protocol):
     def tools_lines(self) -> list[str]: ...
 
     def peers_lines(self) -> list[str]: ...
+
+    def peer_aliases(self) -> list[str]: ...
+
+    def profile_names(self) -> list[str]: ...
+
+    def pending_approval_ids(self) -> list[int]: ...
+
+    def prices(self) -> tuple[str | None, float | None, float | None]:
+        """(model name, US$ per million input tokens, per million output tokens)."""
+        ...
 
     async def dial(self, multiaddr: str) -> str: ...
 
@@ -54,8 +70,21 @@ class NodeControl(Protocol):
     async def with_library_context(self, prompt: UserPrompt) -> UserPrompt: ...
 
     def edit_approval(self, args: str) -> str:
-        """`/edit N`, run in the input thread while it owns the terminal."""
+        """`/edit N`, run in a worker thread while it owns the terminal."""
         ...
+
+
+def interactive_terminal() -> bool:
+    """True when stdin and stdout are a terminal that can be drawn on (not `TERM=dumb`)."""
+    return sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def open_screen(*, color: bool) -> Screen:
+    """The `Screen` for this process: a live one on an interactive terminal, else a stream."""
+    return Screen(View(color=color, live=interactive_terminal()))
+
+
+STOP_TIMEOUT_S = 2.0
 
 
 class _Quit(Exception):
@@ -63,30 +92,110 @@ class _Quit(Exception):
 
 
 class Repl:
-    """Runs the terminal conversation for one node until `/quit` or Ctrl-D."""
+    """Runs the terminal conversation for one node until `/quit` or Ctrl-D.
 
-    def __init__(self, node: NodeControl, renderer: Renderer) -> None:
+    `show` is the agent runtime's render callback and `notice` the node's
+    notice callback: both may be called from the trio thread at any time.
+    """
+
+    def __init__(self, node: NodeControl, screen: Screen) -> None:
         self._node = node
-        self._render = renderer
+        self._screen = screen
+        self.color = screen.view.color
+        self.usage = UsageMeter()
+        self._ready = trio.Event()
+        self._turn_ended = trio.Event()
 
-    async def run(self) -> None:
-        """Read lines until the person leaves; returns normally then."""
-        send, receive = trio.open_memory_channel(0)
+    def ready(self) -> None:
+        """The node is up: lines typed from now on are handled (earlier ones wait)."""
+        self._ready.set()
+
+    def show(self, show: Show) -> None:
+        """Draw one agent action (the `AgentRuntime` render callback)."""
+        summary = self.usage.observe(show, time.monotonic())
+        if summary is not None:
+            show = Show(show.kind, show.text, {**show.data, "summary": summary})
+        if show.kind == "turn_end":
+            self._turn_ended.set()
+        self._screen.apply(lambda view, width, now: view.show(show, width, now))
+
+    def notice(self, text: str) -> None:
+        """A line from the node (reload, approval request or outcome), held while an
+        answer streams; the pending approvals shown in the status are refreshed."""
+        self._screen.apply(lambda view, width, now: view.notice(text, width))
+        self._refresh_approvals()
+
+    def line(self, text: str) -> None:
+        """Write `text` (a command's output) on lines of its own."""
+        self._screen.apply(lambda view, width, now: view.notice(text, width))
+
+    def _refresh_approvals(self) -> None:
+        try:
+            ids = tuple(self._node.pending_approval_ids())
+        except GbrError:
+            return
+
+        def change(view: View, width: int, now: float) -> str:
+            view.pending_approvals = ids
+            return ""
+
+        self._screen.apply(change)
+
+    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        """Read lines until the person leaves; returns normally then. `task_status`
+        is started once keys typed reach the input (no longer the tty's echo)."""
+        send, receive = trio.open_memory_channel(math.inf)
         token = trio.lowlevel.current_trio_token()
-        with _patched_stdout():
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch_sigint)
+
+        def on_key(kind: str, text: str) -> None:
+            token.run_sync_soon(send.send_nowait, (kind, text))
+
+        self._refresh_approvals()
+        input_done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_sigint)
+            if self._screen.view.live:
+                ready = threading.Event()
+                nursery.start_soon(self._run_input, on_key, ready, input_done)
+                await trio.to_thread.run_sync(ready.wait)
+            else:
+                input_done.set()
                 nursery.start_soon(
-                    lambda: trio.to_thread.run_sync(
-                        _read_lines, send, token, self._node.edit_approval, abandon_on_cancel=True
-                    )
+                    lambda: trio.to_thread.run_sync(_read_plain, on_key, abandon_on_cancel=True)
                 )
-                try:
-                    async for kind, text in receive:
-                        await self._handle(kind, text)
-                except _Quit:
-                    pass
-                nursery.cancel_scope.cancel()
+            task_status.started()
+            try:
+                await self._ready.wait()
+                async for kind, text in receive:
+                    await self._handle(kind, text)
+            except _Quit:
+                pass
+            finally:
+                # The input thread puts the terminal back as it was (cooked mode, live
+                # part erased) before the process may end.
+                self._screen.stop(lambda view, width, now: view.close(width))
+                with trio.CancelScope(shield=True), trio.move_on_after(STOP_TIMEOUT_S):
+                    await input_done.wait()
+            nursery.cancel_scope.cancel()
+
+    async def _run_input(
+        self, on_key: Callable[[str, str], None], ready: threading.Event, done: trio.Event
+    ) -> None:
+        try:
+            await trio.to_thread.run_sync(
+                self._screen.run_input, on_key, self._complete, ready, abandon_on_cancel=True
+            )
+        finally:
+            done.set()
+
+    def _complete(self, before: str) -> list[str]:
+        """Completions of the line before the cursor (called in the input thread)."""
+        return complete(
+            before,
+            aliases=self._node.peer_aliases(),
+            approvals=self._screen.view.pending_approvals,
+            profiles=self._node.profile_names(),
+        )
 
     async def _watch_sigint(self) -> None:
         import signal
@@ -99,57 +208,73 @@ class Repl:
         runtime = self._node.runtime
         if kind == "eof":
             raise _Quit
-        if kind == "output":
-            self._render.line(text)
-            return
         if kind == "interrupt":
             if runtime.machine.prompt_id is None:
-                self._render.line(f"{DIM}(nothing to stop; Ctrl-D or /quit leaves){RESET}")
+                self.line(f"{DIM}(nothing to stop; Ctrl-D or /quit leaves){RESET}")
             else:
                 await runtime.inbox.send(Interrupt())
             return
         try:
             parsed = parse_line(text)
         except CommandError as exc:
-            self._render.line(str(exc))
+            self._echo(text)
+            self.line(str(exc))
             return
         if isinstance(parsed, UserPrompt):
+            self._turn_ended = trio.Event()
             await runtime.inbox.send(await self._node.with_library_context(parsed))
+            if not self._screen.view.live:
+                # Lines from a pipe are a script: each waits for the answer before it.
+                await self._turn_ended.wait()
         elif isinstance(parsed, InterruptAndSuggest):
+            self._echo(text)
             await runtime.inbox.send(parsed)
         elif isinstance(parsed, SlashCommand):
+            self._echo(text)
             await self._command(parsed)
 
+    def _echo(self, text: str) -> None:
+        self._screen.apply(lambda view, width, now: view.echo(text.strip(), width))
+
     async def _command(self, cmd: SlashCommand) -> None:
-        out: Callable[[str], None] = self._render.line
+        out: Callable[[str], None] = self.line
+        node = self._node
         try:
             if cmd.name == "quit":
                 raise _Quit
             if cmd.name == "help":
                 out(help_text())
             elif cmd.name == "tools":
-                out("\n".join(self._node.tools_lines()) or "no tools")
+                out("\n".join(node.tools_lines()) or "no tools")
             elif cmd.name == "peers":
-                out("\n".join(self._node.peers_lines()) or "no trusted peers in this profile")
+                out("\n".join(node.peers_lines()) or "no trusted peers in this profile")
             elif cmd.name == "dial":
-                out(await self._node.dial(cmd.args))
+                out(await node.dial(cmd.args))
             elif cmd.name == "history":
-                out(history_text(self._node.runtime))
+                out(history_text(node.runtime))
             elif cmd.name == "clear":
-                self._node.runtime.machine.session.clear()
+                node.runtime.machine.session.clear()
                 out("conversation cleared")
             elif cmd.name == "compact":
-                await self._node.runtime.inbox.send(CompactContext())
+                await node.runtime.inbox.send(CompactContext())
+            elif cmd.name == "usage":
+                model, price_in, price_out = node.prices()
+                out(session_report(self.usage.session, model, (price_in, price_out)))
             elif cmd.name == "env":
-                text = await self._node.env_command(cmd.args)
+                text = await node.env_command(cmd.args)
                 if text:
                     out(text)
             elif cmd.name == "lib":
-                out(await self._node.lib_command(cmd.args))
+                out(await node.lib_command(cmd.args))
+            elif cmd.name == "edit":
+                future = self._screen.suspend(lambda: node.edit_approval(cmd.args))
+                out(await trio.to_thread.run_sync(future.result))
             elif cmd.name in APPROVAL_COMMANDS:
-                out(await self._node.approvals_command(cmd.name, cmd.args))
+                out(await node.approvals_command(cmd.name, cmd.args))
         except GbrError as exc:
             out(f"error: {exc}")
+        if cmd.name in APPROVAL_COMMANDS:
+            self._refresh_approvals()
 
 
 def history_text(runtime: AgentRuntime) -> str:
@@ -173,34 +298,13 @@ def history_text(runtime: AgentRuntime) -> str:
     return "\n".join(blocks) or "(empty)"
 
 
-def _read_lines(
-    send: trio.MemorySendChannel,
-    token: trio.lowlevel.TrioToken,
-    edit: Callable[[str], str],
-) -> None:
-    """Worker thread: read lines and hand them to trio as (kind, text) pairs.
-
-    `/edit N` is carried out here, between two prompts, because `$EDITOR`
-    needs the terminal that this thread owns (EVD-DEV-02); its report is
-    handed over as ("output", text).
-    """
-    session = _prompt_session()
-    while True:
-        try:
-            line = session.prompt(PROMPT) if session else _plain_readline()
-        except KeyboardInterrupt:
-            trio.from_thread.run(send.send, ("interrupt", ""), trio_token=token)
-            continue
-        except EOFError:
-            trio.from_thread.run(send.send, ("eof", ""), trio_token=token)
+def _read_plain(on_key: Callable[[str, str], None]) -> None:
+    """Worker thread without a terminal: one message per line of stdin."""
+    for line in sys.stdin:
+        on_key("line", line.rstrip("\n"))
+        if _is_quit(line):
             return
-        if _is_quit(line):  # leave now, before drawing another prompt
-            trio.from_thread.run(send.send, ("eof", ""), trio_token=token)
-            return
-        if line.strip().lower().startswith("/edit "):
-            trio.from_thread.run(send.send, ("output", edit(line.strip()[6:])), trio_token=token)
-            continue
-        trio.from_thread.run(send.send, ("line", line), trio_token=token)
+    on_key("eof", "")
 
 
 def _is_quit(line: str) -> bool:
@@ -208,39 +312,3 @@ def _is_quit(line: str) -> bool:
         return parse_line(line) == SlashCommand("quit")
     except CommandError:
         return False
-
-
-def _plain_readline() -> str:
-    line = sys.stdin.readline()
-    if not line:
-        raise EOFError
-    return line.rstrip("\n")
-
-
-def _prompt_session():
-    if not sys.stdin.isatty():
-        return None
-    # No cursor-position requests: we show no menus that need them, and a
-    # terminal that never answers one would stall every redraw.
-    os.environ.setdefault("PROMPT_TOOLKIT_NO_CPR", "1")
-    from prompt_toolkit import PromptSession
-
-    return PromptSession()
-
-
-@contextmanager
-def _patched_stdout():
-    """Route prints through prompt_toolkit so they appear above the input line."""
-    if not sys.stdin.isatty():
-        yield
-        return
-    from prompt_toolkit.patch_stdout import StdoutProxy
-
-    proxy = StdoutProxy(raw=True, sleep_between_writes=STREAM_WRITE_DELAY_S)
-    saved = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = proxy  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = saved
-        proxy.close()

@@ -4,7 +4,7 @@ A line that does not start with `/` is a prompt for the agent. A slash
 command is parsed into `SlashCommand(name, args)`; `/s TEXT` and
 `/suggestion TEXT` become `InterruptAndSuggest` (ADR-0010). `//text` sends
 "/text" as a prompt. An unknown command is a `CommandError` that names the
-closest known command.
+closest known command. `complete` gives the Tab completions of a line.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("", "show the conversation, with interrupted parts marked"),
     "clear": ("", "forget the conversation (the system prompt stays)"),
     "compact": ("", "leave old turns out of the next requests (/history keeps them)"),
+    "usage": ("", "tokens, time and tool calls of this session (and cost, if priced)"),
     "env": ("[use NAME | reload]", "show, switch or reload the environment profile"),
     "approvals": ("[--all]", "list approvals of protected writes (pending ones by default)"),
     "show": ("N", "details and diff of approval N"),
@@ -84,3 +85,48 @@ def help_text() -> str:
     rows = [(f"/{name} {arg}".rstrip(), desc) for name, (arg, desc) in COMMANDS.items()]
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"  {left.ljust(width)}  {desc}" for left, desc in rows)
+
+
+ARGUMENT_KINDS = {
+    "dial": "alias",
+    "show": "approval",
+    "approve": "approval",
+    "reject": "approval",
+    "edit": "approval",
+    "env": "env",
+}
+
+
+def complete(
+    before: str,
+    *,
+    aliases: list[str] | tuple[str, ...] = (),
+    approvals: list[int] | tuple[int, ...] = (),
+    profiles: list[str] | tuple[str, ...] = (),
+) -> list[str]:
+    """The Tab completions of `before` (the line up to the cursor), each the whole
+    line completed: slash commands and their aliases, then after `/dial` a
+    peer alias, after `/approve`, `/reject`, `/show`, `/edit` a pending
+    approval id, after `/env use` a profile name. Empty when nothing fits."""
+    if not before.startswith("/") or "\n" in before:
+        return []
+    word, space, rest = before[1:].partition(" ")
+    if not space:
+        names = sorted({*COMMANDS, *ALIASES})
+        return [f"/{name}" for name in names if name.startswith(word.lower())]
+    kind = ARGUMENT_KINDS.get(ALIASES.get(word.lower(), word.lower()))
+    head = before[: len(before) - len(rest)]
+    if kind == "env":
+        if not rest.startswith("use "):
+            return [f"{head}{w}" for w in ("use ", "reload") if w.startswith(rest)]
+        head, rest = head + "use ", rest[4:]
+        options = list(profiles)
+    elif kind == "alias":
+        options = list(aliases)
+    elif kind == "approval":
+        options = [str(n) for n in approvals]
+    else:
+        return []
+    if " " in rest:
+        return []
+    return [f"{head}{o}" for o in options if o.startswith(rest)]

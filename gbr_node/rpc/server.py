@@ -135,7 +135,10 @@ class CallRecord:
     `method` is None when no request was read (BUSY, bad frame); `tool` is set
     for `tools/call`; `error_code` is the JSON-RPC error sent, None for a
     result or a notification; `is_error` is a tool result's `isError`;
-    `elapsed_s` runs from the stream's start to the response being written.
+    `elapsed_s` runs from the stream's start to the response being written;
+    `note` says what the caller got when the code alone would mislead:
+    "unknown tool" (also for a tool not granted), "invalid arguments",
+    "pending approval #N" (a protected write held, EVD-AI-01).
     """
 
     peer_id: str
@@ -144,10 +147,14 @@ class CallRecord:
     error_code: int | None
     is_error: bool
     elapsed_s: float
+    note: str | None = None
 
     @property
     def outcome(self) -> str:
-        """For the serve log: "ok", "tool error", or the error's name ("unauthorized peer")."""
+        """For the serve log: what the caller got: "ok", "tool error", "pending
+        approval #N", "unknown tool", or the error's name ("unauthorized peer")."""
+        if self.note is not None:
+            return self.note
         if self.error_code is not None:
             return codes.CODE_NAMES.get(self.error_code, f"error {self.error_code}")
         return "tool error" if self.is_error else "ok"
@@ -162,6 +169,7 @@ class _Outcome:
     error_code: int | None = None
     is_error: bool = False
     answered: bool = False
+    note: str | None = None
 
 
 class RpcServer(Generic[GrantT]):
@@ -286,8 +294,17 @@ class RpcServer(Generic[GrantT]):
         if request.method == "tools/call":
             params = _parse_params(CallToolParams, request.params)
             outcome.tool = params.name
-            result = await self._call_tool(grant, params)
+            try:
+                result = await self._call_tool(grant, params)
+            except RpcError as exc:
+                if isinstance(exc.__cause__, UnknownTool | InvalidArguments):
+                    unknown = isinstance(exc.__cause__, UnknownTool)
+                    outcome.note = "unknown tool" if unknown else "invalid arguments"
+                raise
             outcome.is_error = result["isError"]
+            held = result.get("structuredContent") or {}
+            if str(held.get("status", "")).endswith("approval"):
+                outcome.note = f"pending approval #{held.get('approval_id', '?')}"
             return result
         raise RpcError(codes.METHOD_NOT_FOUND, f"method not found: {request.method}")
 
@@ -334,7 +351,13 @@ class RpcServer(Generic[GrantT]):
 
     def _report(self, peer_id: str, outcome: _Outcome, elapsed_s: float) -> None:
         record = CallRecord(
-            peer_id, outcome.method, outcome.tool, outcome.error_code, outcome.is_error, elapsed_s
+            peer_id,
+            outcome.method,
+            outcome.tool,
+            outcome.error_code,
+            outcome.is_error,
+            elapsed_s,
+            outcome.note,
         )
         log.debug("served %s", record)
         if self._on_call is not None:

@@ -209,7 +209,8 @@ def test_an_empty_answer_is_announced_and_not_kept_in_history():
     m = make()
     pid = only(m.handle(UserPrompt("hi")), StartInference)[0].prompt.prompt_id
     actions = m.handle(OracleDone(pid, "", finish_reason="stop"))
-    assert actions[0].kind == "notice" and "empty answer" in actions[0].text
+    notices = [a for a in actions if isinstance(a, Show) and a.kind == "notice"]
+    assert len(notices) == 1 and "empty answer" in notices[0].text
     assert m.state is State.IDLE
     assert m.session.request_messages()[-1] == {"role": "user", "content": "hi"}
 
@@ -274,3 +275,26 @@ def test_a_context_error_gets_one_compacted_retry_then_one_error():
     assert not only(again, StartInference) and m.state is State.IDLE
     (error,) = [a for a in only(again, Show) if a.kind == "error"]
     assert "does not fit the model's context window" in error.text
+
+
+def test_every_message_that_starts_a_turn_is_shown_as_a_prompt_queued_ones_when_they_run():
+    m = make()
+    first = m.handle(UserPrompt("one"))
+    assert [a.text for a in first if isinstance(a, Show) and a.kind == "prompt"] == ["one"]
+    pid = m.prompt_id
+    queued = m.handle(UserPrompt("two"))
+    assert [(a.kind, a.text) for a in queued] == [("queued", "two")]
+    done = m.handle(OracleDone(pid, "answer one", usage={"prompt_tokens": 3}))
+    kinds = [a.kind for a in done if isinstance(a, Show)]
+    assert kinds == ["usage", "turn_end", "prompt"]
+    assert done[0].data == {"usage": {"prompt_tokens": 3}}
+    assert [a.text for a in done if isinstance(a, Show) and a.kind == "prompt"] == ["two"]
+
+
+def test_an_interrupt_that_drops_queued_messages_says_how_many():
+    m = make()
+    m.handle(UserPrompt("one"))
+    m.handle(UserPrompt("two"))
+    actions = m.handle(Interrupt())
+    (dropped,) = [a for a in actions if isinstance(a, Show) and a.data.get("dropped")]
+    assert dropped.data["dropped"] == 1 and "dropped 1 queued" in dropped.text

@@ -90,3 +90,13 @@ def test_an_editor_that_cannot_start_is_a_tool_error(tmp_path: Path, monkeypatch
     monkeypatch.setenv("EDITOR", str(tmp_path / "no-such-editor"))
     with pytest.raises(ToolError, match="cannot start editor"):
         edit_in_editor("x")
+
+
+def test_a_diff_shows_escape_sequences_of_the_content_instead_of_sending_them():
+    from gbr_node.approvals.review import colour_diff, unified_diff
+
+    lines = unified_diff("a\n", "a\n\x1b[2J\x1b]0;pwned\x07\n", "x.txt")
+    for colour in (True, False):
+        shown = colour_diff(lines, colour=colour)
+        assert "\x1b[2J" not in shown and "\x1b]" not in shown
+        assert "+␛[2J␛]0;pwned␇" in shown.replace("\x1b[32m", "").replace("\x1b[0m", "")

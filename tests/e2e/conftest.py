@@ -64,6 +64,16 @@ def gbr(cwd: Path, *args: str, home: Path | None = None) -> subprocess.Completed
 
 
 @pytest.fixture
+def fresh(tmp_path) -> Path:
+    """A folder where `gbr-node init` ran and nothing else: where the README's first
+    command leaves a new user (`~/gbr-demo`)."""
+    project = tmp_path / "gbr-demo"
+    project.mkdir()
+    assert gbr(project, "init").returncode == 0
+    return project
+
+
+@pytest.fixture
 def model_server():
     with ModelServer(model="test-model") as server:
         yield server
@@ -83,19 +93,25 @@ def spawn_node(
     home: Path | None = None,
     identity: Path | None = None,
     env: dict[str, str] | None = None,
+    dimensions: tuple[int, int] = (ROWS, COLS),
+    color: bool = False,
 ) -> pexpect.spawn:
-    """Start `python -m gbr_node [--identity KEY] ARGS` in `project` inside a pseudo-terminal."""
+    """Start `python -m gbr_node [--identity KEY] ARGS` in `project` inside a pseudo-terminal
+    of `dimensions` (rows, columns); `color` leaves NO_COLOR unset."""
     home = home or project.parent / "home"
     home.mkdir(exist_ok=True)
     flags = ["--identity", str(identity)] if identity else []
+    environment = {**node_env(home), **(env or {})}
+    if color:
+        environment.pop("NO_COLOR", None)
     child = pexpect.spawn(
         sys.executable,
         ["-m", "gbr_node", *flags, *args],
         cwd=str(project),
-        env={**node_env(home), **(env or {})},
+        env=environment,
         encoding="utf-8",
         timeout=TIMEOUT_S,
-        dimensions=(ROWS, COLS),
+        dimensions=dimensions,
     )
     return child
 

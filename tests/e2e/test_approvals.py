@@ -1,5 +1,6 @@
 """Protected writes wait for the operator, in the REPL and across nodes (EVD-AI-01, EVD-DEV-02)."""
 
+import contextlib
 import json
 import signal
 import sqlite3
@@ -25,6 +26,27 @@ def script_protected_write(model_server):
 def events(project):
     with sqlite3.connect(project / ".gbr" / "approvals.db") as db:
         return [kind for (kind,) in db.execute("SELECT kind FROM events ORDER BY seq")]
+
+
+@contextlib.contextmanager
+def bob_serving(tmp_path, project, model_server, *replies):
+    """Bob serves write_file to alice, whose profile (in `project`) trusts bob; the
+    model's `replies` are queued. Yields (alice, bob's folder, bob's serve process)."""
+    alice, bob = Identity(tmp_path / "alice.key"), Identity(tmp_path / "bob.key")
+    bob_root = tmp_path / "bob"
+    bob_root.mkdir()
+    (bob_root / "pyproject.toml").write_text(OLD)
+    grant = f'[peers.alice]\npeer_id = "{alice.peer_id}"\ntools = ["write_file"]\n'
+    write_profile(bob_root, "http://127.0.0.1:9/v1", extra=grant)
+    server = ServeProcess(bob_root, tmp_path / "home", bob)
+    try:
+        addr = server.addr.rsplit("/p2p/", 1)[0]
+        trust = f'[peers.bob]\npeer_id = "{bob.peer_id}"\naddrs = ["{addr}"]\ntools = "*"\n'
+        write_profile(project, model_server.base_url, extra=trust)
+        model_server.enqueue(*replies)
+        yield alice, bob_root, server
+    finally:
+        server.kill()
 
 
 def test_approve_writes_the_file_and_the_model_hears_of_it(project, model_server, run_node):
@@ -84,27 +106,18 @@ def test_reject_with_a_reason_reaches_the_model(project, model_server, run_node)
 def test_remote_write_waits_for_approval_from_a_third_process(
     tmp_path, project, model_server, run_node
 ):
-    alice, bob = Identity(tmp_path / "alice.key"), Identity(tmp_path / "bob.key")
-    bob_root = tmp_path / "bob"
-    bob_root.mkdir()
-    (bob_root / "pyproject.toml").write_text(OLD)
-    grant = f'[peers.alice]\npeer_id = "{alice.peer_id}"\ntools = ["write_file"]\n'
-    write_profile(bob_root, "http://127.0.0.1:9/v1", extra=grant)
-    server = ServeProcess(bob_root, tmp_path / "home", bob)
-    try:
-        addr = server.addr.rsplit("/p2p/", 1)[0]
-        trust = f'[peers.bob]\npeer_id = "{bob.peer_id}"\naddrs = ["{addr}"]\ntools = "*"\n'
-        write_profile(project, model_server.base_url, extra=trust)
-        model_server.enqueue(
-            tool_call_reply("bob__write_file", {"path": "pyproject.toml", "content": NEW}),
-            text_reply("Bob must approve it."),
-            text_reply("Bob applied it."),
-        )
+    replies = (
+        tool_call_reply("bob__write_file", {"path": "pyproject.toml", "content": NEW}),
+        text_reply("Bob must approve it."),
+        text_reply("Bob applied it."),
+    )
+    with bob_serving(tmp_path, project, model_server, *replies) as (alice, bob_root, server):
         term = run_node("--listen", "/ip4/127.0.0.1/tcp/0", identity=alice.path)
         term.sendline("/dial bob")
         term.expect_new("connected to bob")
         term.sendline("bump bob's version")
         term.expect_new("Bob must approve it.")
+        server.wait_line(r"^alice write_file pending approval #1 \d+ ms$")  # not "ok"
         assert "pending approval #1" in model_server.chat_bodies[1]["messages"][-1]["content"]
         assert (bob_root / "pyproject.toml").read_text() == OLD
         approve = gbr(bob_root, "approvals", "approve", "1", home=tmp_path / "home")
@@ -124,8 +137,6 @@ def test_remote_write_waits_for_approval_from_a_third_process(
         term.expect_new(r"approval #2 \w+ \(asked by another process with this identity")
         time.sleep(1)
         assert len(model_server.chat_bodies) == 3
-    finally:
-        server.kill()
 
 
 def test_pending_approvals_survive_kill_9_and_apply_once(project, model_server, run_node):
@@ -147,3 +158,24 @@ def test_pending_approvals_survive_kill_9_and_apply_once(project, model_server, 
     assert "already applied" in second.stdout
     assert (project / "pyproject.toml").read_text() == NEW
     assert events(project) == ["PendingApproval", "Approved", "Applied"]
+
+
+def test_a_peer_s_rejection_shows_its_reason_on_the_requester_s_screen(
+    tmp_path, project, model_server, run_node
+):
+    replies = (
+        tool_call_reply("bob__write_file", {"path": "pyproject.toml", "content": NEW}),
+        text_reply("Bob must approve it."),
+        text_reply("Understood, not bumped."),
+    )
+    with bob_serving(tmp_path, project, model_server, *replies) as (alice, bob_root, _):
+        term = run_node("--listen", "/ip4/127.0.0.1/tcp/0", identity=alice.path)
+        term.expect("connected to bob")
+        term.sendline("bump bob's version")
+        term.expect_new("Bob must approve it.")
+        reason = ("--reason", "wait for the release")
+        reject = gbr(bob_root, "approvals", "reject", "1", *reason, home=tmp_path / "home")
+        assert reject.returncode == 0, reject.stdout + reject.stderr
+        term.expect_new(r"peer bob: approval #1 rejected: .*wait for the release")
+        term.expect_new("Understood, not bumped.")
+        assert (bob_root / "pyproject.toml").read_text() == OLD

@@ -9,14 +9,6 @@ import pytest
 from tests.e2e.conftest import gbr, node_env
 
 
-@pytest.fixture
-def fresh(tmp_path):
-    project = tmp_path / "proj"
-    project.mkdir()
-    assert gbr(project, "init").returncode == 0
-    return project
-
-
 def test_init_writes_the_commented_default_profile_once(fresh):
     profile = fresh / ".gbr_envs" / "default.toml"
     assert "allowed_root" in profile.read_text()
@@ -107,7 +99,11 @@ def test_call_with_a_target_that_is_no_alias_peer_id_or_p2p_multiaddr_is_a_usage
     for target in ("bobb", "/ip4/127.0.0.1/tcp/4002"):
         done = gbr(project, "call", target, "--list")
         assert done.returncode == 2, done.stderr
-        assert "TARGET is an alias from [peers] (known: bob)" in done.stderr
+        assert "TARGET is a [peers] alias, a peer ID" in done.stderr
+    assert (
+        "'bobb' is not an alias of profile default (aliases: bob)"
+        in gbr(project, "call", "bobb", "--list").stderr
+    )
 
 
 def test_a_new_identity_file_is_announced_once(tmp_path):

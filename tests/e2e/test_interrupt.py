@@ -60,7 +60,9 @@ def test_suggestion_cuts_a_slow_stream_and_the_next_request_carries_it(run_node,
     term.sendline("tell me a long story")
     term.expect_new("aw3 ")
     term.sendline("/s shorter please")
-    term.expect_new(r"\(interrupted; suggestion sent\)\nShort answer\.")
+    term.expect_new(
+        r"\(interrupted; suggestion sent · [\d.]+ s\)\n› /s shorter please\nShort answer\."
+    )
     (cut,) = wait_disconnects(term, model_server, 1)
     assert cut.request == 0 and cut.chunks_sent < SLOW_CHUNKS
     first, second = model_server.chat_bodies
@@ -236,7 +238,7 @@ def test_ctrl_c_stops_the_stream_and_the_agent_waits(run_node, model_server):
     term.expect_new("kw2 ")
     term.mark()
     term.child.send("\x03")
-    term.expect_new(r"\(interrupted\)")
+    term.expect_new(r"\(interrupted · [\d.]+ s\)")
     wait_disconnects(term, model_server, 1)
     term.sendline("go on")
     term.expect_new("Continuing.")

@@ -59,3 +59,36 @@ def test_unconfigured_choice_can_fall_back_to_ollama():
     assert not choice.configured
     found = with_ollama(choice, "llama3")
     assert (found.config.base_url, found.config.model) == (OLLAMA_BASE_URL, "llama3")
+
+
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [
+        ("/us", ["/usage"]),
+        ("/appr", ["/approvals", "/approve"]),
+        ("/q", ["/q", "/quit"]),
+        ("/dial b", ["/dial bob", "/dial bobby"]),
+        ("/approve ", ["/approve 3", "/approve 12"]),
+        ("/reject 1", ["/reject 12"]),
+        ("/env ", ["/env use ", "/env reload"]),
+        ("/env use re", ["/env use reviewer"]),
+        ("hello /us", []),
+        ("/nothing ", []),
+        ("/dial bob extra", []),
+    ],
+)
+def test_tab_completes_commands_aliases_approval_ids_and_profiles(before, expected):
+    from gbr_node.repl.commands import complete
+
+    options = complete(
+        before, aliases=["bob", "bobby"], approvals=[3, 12], profiles=["default", "reviewer"]
+    )
+    assert options == expected
+
+
+def test_tab_completes_every_command_that_help_lists():
+    from gbr_node.repl.commands import COMMANDS, complete
+
+    for name in COMMANDS:
+        assert f"/{name}" in complete(f"/{name[:2]}"), name
+    assert complete("/comp") == ["/compact"]

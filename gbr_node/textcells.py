@@ -1,0 +1,128 @@
+"""Text for a terminal, pure: control characters made visible, word wrap by cells, cuts.
+
+Whatever a model, a peer or a file supplies is drawn through `visible` before
+it reaches the terminal, so it can never move the cursor, clear the screen or
+retitle the window (GBR-TERM-01): a C0/C1 control character becomes its
+Unicode control picture (`␛` for ESC) and only the SGR colour sequences that
+our own code writes (`\\x1b[...m`) pass when `keep_sgr` is set. Widths are
+terminal cells (`rich.cells.cell_len`: a CJK character or an emoji takes two).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.cells import cell_len
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+_WORDS = re.compile(r"\S+|\s+")
+TAB_SIZE = 4
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code == 0x7F:
+        return "␡"
+    if code < 0x20:
+        return chr(0x2400 + code)
+    return f"\\x{code:02x}"
+
+
+def visible(text: str, *, keep_sgr: bool = False) -> str:
+    """`text` with every control character but newline shown as a visible
+    stand-in and tabs expanded to `TAB_SIZE` columns; with `keep_sgr`, SGR
+    colour sequences (`ESC [ ... m`) are kept as they are."""
+    text = text.replace("\r\n", "\n").expandtabs(TAB_SIZE)
+    if not keep_sgr:
+        return _CONTROL.sub(_picture, text)
+    parts = []
+    last = 0
+    for match in SGR.finditer(text):
+        parts.append(_CONTROL.sub(_picture, text[last : match.start()]))
+        parts.append(match.group())
+        last = match.end()
+    parts.append(_CONTROL.sub(_picture, text[last:]))
+    return "".join(parts)
+
+
+def plain(text: str) -> str:
+    """`text` without SGR colour sequences."""
+    return SGR.sub("", text)
+
+
+def wrap(line: str, width: int) -> list[str]:
+    """Greedy word wrap of one line (no newline in it) to rows of at most
+    `width` cells; returns at least one row. See `wrap_spans`."""
+    return [line[start:end] for start, end in wrap_spans(line, width)]
+
+
+def wrap_spans(line: str, width: int) -> list[tuple[int, int]]:
+    """Where each row of `line` wrapped to `width` cells starts and ends in it.
+
+    Breaks go at runs of spaces, which the break consumes; a word wider than
+    a row is cut into row-wide pieces; leading spaces stay on the first row.
+    The rows plus the spaces between them are exactly `line`: no character is
+    lost or repeated (GBR-TERM-01).
+    """
+    width = max(1, width)
+    if cell_len(line) <= width:
+        return [(0, len(line))]
+    spans: list[tuple[int, int]] = []
+    start, end, used = 0, 0, 0  # the row so far is line[start:end], `used` cells
+    for match in _WORDS.finditer(line):
+        token, at = match.group(), match.start()
+        size = cell_len(token)
+        if token.isspace():
+            if end > start and used + size > width:
+                spans.append((start, end))
+                start = end = match.end()
+                used = 0
+            elif end > start or not spans:
+                used += size  # spaces inside a row, or leading spaces of the first row
+            else:
+                start = end = match.end()  # spaces right after a break are consumed
+            continue
+        row_has_text = line[start:at].strip() != ""
+        if used + size > width:
+            if row_has_text:
+                spans.append((start, _rstrip(line, start, at)))
+            start, used = at, 0  # (indentation that leaves no room for the word goes too)
+        while used + cell_len(line[at : match.end()]) > width:
+            cut_at = at + len(_split_cells(line[at : match.end()], width - used)[0])
+            spans.append((start, cut_at))
+            start = at = cut_at
+            used = 0
+        used += cell_len(line[at : match.end()])
+        end = match.end()
+    spans.append((start, max(end, start)))
+    return spans
+
+
+def _rstrip(line: str, start: int, end: int) -> int:
+    while end > start and line[end - 1] == " ":
+        end -= 1
+    return end
+
+
+def _split_cells(text: str, cells: int) -> tuple[str, str]:
+    """`text` cut after at most `cells` cells (at least one character)."""
+    used = 0
+    for n, char in enumerate(text):
+        used += cell_len(char)
+        if used > cells:
+            return text[: max(n, 1)], text[max(n, 1) :]
+    return text, ""
+
+
+def cut(text: str, width: int) -> str:
+    """`text` on one line of at most `width` cells: newlines shown as `⏎`, and a
+    longer text cut at the last word boundary that fits, ending in `…`."""
+    text = visible(text).replace("\n", "⏎")
+    if cell_len(text) <= width:
+        return text
+    head, _ = _split_cells(text, max(1, width - 1))
+    space = head.rfind(" ")
+    if space >= len(head) // 2:
+        head = head[:space]
+    return head.rstrip() + "…"
