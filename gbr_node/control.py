@@ -18,7 +18,13 @@ from typing import Any
 
 import trio
 
-from gbr_node.agent.context import DEFAULT_WINDOW, SMALL_WINDOW_TOKENS, Window, short_spec
+from gbr_node.agent.context import (
+    DEFAULT_WINDOW,
+    SMALL_WINDOW_TOKENS,
+    Window,
+    only_arguments,
+    short_spec,
+)
 from gbr_node.agent.dispatch import Dispatcher
 from gbr_node.agent.machine import DEFAULT_MAX_STEPS, SMALL_MODEL_MAX_STEPS
 from gbr_node.agent.messages import ApprovalResolved, UserPrompt
@@ -210,12 +216,16 @@ class Node:
 
     def chat_tools(self) -> list[dict[str, Any]]:
         """The tools offered to the model: all of them; for the embedded model only
-        `EMBEDDED_TOOLS`, in their short form (a 135M model picks among few, and every
-        spec costs prompt tokens of a 4,096-token window)."""
+        `EMBEDDED_TOOLS` with only their listed arguments, in short form (a 135M model
+        picks among few, and every spec costs prompt tokens of a 4,096-token window)."""
         tools = self.dispatcher.chat_tools()
         if not self.embedded:
             return tools
-        return [short_spec(t) for t in tools if t["function"]["name"] in EMBEDDED_TOOLS]
+        return [
+            only_arguments(short_spec(t), EMBEDDED_TOOLS[t["function"]["name"]])
+            for t in tools
+            if t["function"]["name"] in EMBEDDED_TOOLS
+        ]
 
     def model(self) -> ModelClient:
         """The current model client; ModelError when none is configured."""

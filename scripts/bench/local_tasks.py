@@ -290,6 +290,12 @@ async def run_task(settings: ClientSettings, model: str, task: Task, base: Path,
     ]
     answer = answers[-1] if answers else ""
     steps = sum(1 for e in session.entries if e.message.get("role") == "assistant")
+    if os.environ.get("GBR_BENCH_TRACE"):
+        for entry in session.entries[1:]:
+            message = entry.message
+            calls = [c["function"] for c in message.get("tool_calls") or ()]
+            said = message.get("content") or ""
+            print(f"      {message['role']}: {calls or ''} {said[:100]!r}", flush=True)
     ok = task.check(root, answer)
     return Outcome(model, task.name, task.kind, ok, time.monotonic() - started, steps, answer)
 
