@@ -10,7 +10,10 @@ Each task gets a fresh project folder (the files it needs and the profile
 `gbr-node init` writes), and one prompt is sent through the node's real path:
 `Node` (sandbox, tool registry), `AgentMachine` (context window, step
 limit, runaway stop), `AgentRuntime`, `ModelClient` over HTTP to llama.cpp's
-server started by `local_model_server`, exactly as `gbr-node run` does. The
+server started by `local_model_server`, exactly as `gbr-node run` does (the
+embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-grammar`
+and `--first-answer-free` measure without it, or with a text branch in the first
+answer of a turn; `--quick` runs the first task of each kind once). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
 
@@ -20,7 +23,7 @@ streamed through the client: completion tokens after the first piece over
 the time from the first to the last piece), peak RAM of the server process
 (VmHWM), and ratios against the first model listed (the baseline, measured
 in the same run). Prints the load average before and after: the machine is
-shared.
+shared. `GBR_BENCH_TRACE=1` also prints every message of each task's turn.
 """
 
 from __future__ import annotations
