@@ -54,7 +54,10 @@ async def test_plain_text_streams_in_pieces(local: LocalModel) -> None:
 
 @pytest.mark.parametrize("stream_tools", [True, False])
 async def test_a_tool_call_is_runnable_streamed_or_not(local: LocalModel, stream_tools) -> None:
-    async with ModelClient(local_settings(local, stream_tools=stream_tools)) as client:
+    """The node's embedded path (issue 15b): the call written under the grammar is read
+    from the answer's text, from a stream or from a whole JSON answer alike."""
+    settings = local_settings(local, stream_tools=stream_tools, tool_grammar=True)
+    async with ModelClient(settings) as client:
         for prompt in READ_PROMPTS:
             messages = [SYSTEM, {"role": "user", "content": prompt}]
             events = await stream_events(client, messages, [READ_FILE_TOOL])
