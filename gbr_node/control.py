@@ -13,11 +13,18 @@ import io
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import trio
 
-from gbr_node.agent.context import DEFAULT_WINDOW, SMALL_WINDOW_TOKENS, Window
+from gbr_node.agent.context import (
+    DEFAULT_WINDOW,
+    SMALL_WINDOW_TOKENS,
+    Window,
+    only_arguments,
+    short_spec,
+)
 from gbr_node.agent.dispatch import Dispatcher
 from gbr_node.agent.machine import DEFAULT_MAX_STEPS, SMALL_MODEL_MAX_STEPS
 from gbr_node.agent.messages import ApprovalResolved, UserPrompt
@@ -37,7 +44,7 @@ from gbr_node.library.lookup import db_path, open_library, prelookup
 from gbr_node.library.present import hits_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ClientSettings, ModelClient
-from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL
+from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL, EMBEDDED_TOOLS
 from gbr_node.mcp.mounts import Mounts
 from gbr_node.mcp.toolset import NodeTools
 from gbr_node.p2p.host import P2PHost
@@ -212,6 +219,25 @@ class Node:
             self.runtime.machine.max_steps = steps
         return window
 
+    def client_settings(self, choice: ModelChoice) -> ClientSettings:
+        """The client settings of `choice`; for the embedded model, tool calls are
+        grammar-constrained (`llm.grammar`). ValueError when base_url or model is unset."""
+        settings = ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
+        return replace(settings, tool_grammar=self.embedded)
+
+    def chat_tools(self) -> list[dict[str, Any]]:
+        """The tools offered to the model: all of them; for the embedded model only
+        `EMBEDDED_TOOLS` with only their listed arguments, in short form (a 135M model
+        picks among few, and every spec costs prompt tokens of a 4,096-token window)."""
+        tools = self.dispatcher.chat_tools()
+        if not self.embedded:
+            return tools
+        return [
+            only_arguments(short_spec(t), EMBEDDED_TOOLS[t["function"]["name"]])
+            for t in tools
+            if t["function"]["name"] in EMBEDDED_TOOLS
+        ]
+
     def model(self) -> ModelClient:
         """The current model client; ModelError when none is configured."""
         if self.client is None:
@@ -221,7 +247,7 @@ class Node:
     def tools_lines(self) -> list[str]:
         """`/tools`: one line per tool the model can call."""
         lines = []
-        for tool in self.dispatcher.chat_tools():
+        for tool in self.chat_tools():
             fn = tool["function"]
             first = (fn.get("description") or "").strip().splitlines()[:1]
             lines.append(f"  {fn['name']:<20} {first[0] if first else ''}")
@@ -497,6 +523,5 @@ class Node:
         if self.client is not None:
             self.retired_clients.append(self.client)
         self.choice = choice
-        self.client = ModelClient(
-            ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
-        )
+        self.embedded = False  # a configured model replaces the embedded one
+        self.client = ModelClient(self.client_settings(choice))

@@ -375,7 +375,7 @@ async def run_interactive(settings: NodeSettings) -> int:
     node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
-    machine = AgentMachine(session, node.dispatcher.chat_tools)
+    machine = AgentMachine(session, node.chat_tools)
     repl = Repl(node, open_screen(color=_wants_color()))
     node.runtime = AgentRuntime(machine, node.model, node.dispatcher, repl.show)
     try:
@@ -426,9 +426,7 @@ async def _run_node(
         node.choice = choice
         stack.push_async_callback(_close_clients, node)  # after the tasks using them end
         if choice.config.base_url and choice.config.model:
-            node.client = ModelClient(
-                ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
-            )
+            node.client = ModelClient(node.client_settings(choice))
         try:
             host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
         except GbrError as exc:
@@ -534,7 +532,7 @@ def _banner(
         say(f"{DIM}peer {addrs}{RESET}")
     if resumed:
         say(f"{DIM}resumed the last session ({messages} messages){RESET}")
-    count = len(node.dispatcher.chat_tools())
+    count = len(node.chat_tools())
     dialing = [alias for alias, peer in loaded.profile.peers.items() if peer.addrs]
     later = f" (more from {', '.join(dialing)} as they connect)" if dialing else ""
     say(f"{DIM}{count} tools{later} · /help for commands · Ctrl-D leaves{RESET}")

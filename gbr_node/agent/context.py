@@ -231,6 +231,19 @@ def short_spec(tool: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def only_arguments(tool: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """A chat-completions tool entry whose parameters keep only the properties `names`
+    (and only those of them in `required`); the entry is copied, never changed."""
+    function = dict(tool.get("function", {}))
+    parameters = dict(function.get("parameters") or {})
+    properties = parameters.get("properties") or {}
+    parameters["properties"] = {k: v for k, v in properties.items() if k in names}
+    if "required" in parameters:
+        parameters["required"] = [k for k in parameters["required"] if k in names]
+    function["parameters"] = parameters
+    return {**tool, "function": function}
+
+
 def _bare_schema(schema: Any) -> Any:
     if isinstance(schema, dict):
         out = {}

@@ -23,6 +23,11 @@ Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
 - An assistant message whose `content` is null (only tool calls) is sent
   without `content`: OpenAI allows both, llama-cpp-python's server rejects
   the null with HTTP 500.
+- With `tool_grammar`, a request offering tools also carries the GBNF of
+  `llm.grammar` and `tool_choice: "none"` (llama.cpp takes a grammar with
+  tools only then; the template still shows them), and the calls are read
+  from the answer's text. The first answer of a turn (the last message is
+  the person's) must be a call; later ones may also be text.
 
 The retry loop is plain code rather than tenacity/stamina: its waits come
 from the failed response's headers, and it must run inside the context that
@@ -43,6 +48,7 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
+from gbr_node.llm.grammar import tool_call_grammar
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
 from gbr_node.llm.window import (
@@ -222,7 +228,7 @@ class ChatStream:
         self._client = client
         self._messages = messages
         self._tools = tools
-        self._assembler = DeltaAssembler()
+        self._assembler = DeltaAssembler(text_calls=client.settings.tool_grammar and bool(tools))
         self._completion: Completion | None = None
         self._events = self._run()
 
@@ -269,6 +275,11 @@ class ChatStream:
         body: dict[str, Any] = {"model": settings.model, "messages": messages}
         if self._tools:
             body["tools"] = self._tools
+            must_call = self._messages[-1].get("role") == "user"
+            grammar = settings.tool_grammar and tool_call_grammar(self._tools, must_call=must_call)
+            if grammar:
+                body["grammar"] = grammar
+                body["tool_choice"] = "none"
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         body["stream"] = streaming

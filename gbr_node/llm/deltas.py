@@ -39,6 +39,11 @@ finish_reason, and no error), the answer was not cut short (finish_reason
 be a truncated call, such as the placeholder `{}` of a call cut after its
 name), and its arguments parse strictly as a JSON object
 (`events.parse_arguments`).
+
+With `text_calls` (a request constrained by `llm.grammar`), a call arrives as
+text: an answer whose first character is `<` is a `<tool_call>` block, held
+back from the text events and turned into the call when the turn ends (one
+that does not parse is an invalid call, never text shown as an answer).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from gbr_node.llm.events import (
     ToolCallStarted,
     parse_arguments,
 )
+from gbr_node.llm.grammar import parse_text_call
 
 _ERROR_TEXT_LIMIT = 500
 _CUT_SHORT = frozenset({"length", "content_filter"})
@@ -110,6 +116,7 @@ class _Slot:
     id: str | None
     name: str = ""
     arguments: str = ""
+    problem: str | None = None  # why it can never run, known before the end
 
 
 class DeltaAssembler:
@@ -122,11 +129,16 @@ class DeltaAssembler:
     but comments arrived (an empty stream is the caller's error to raise).
 
     `new_id` makes ids for calls that arrive without one (tests pass a
-    deterministic one).
+    deterministic one). `text_calls`: tool calls come as `<tool_call>` text
+    (module docstring).
     """
 
-    def __init__(self, new_id: Callable[[], str] = new_call_id) -> None:
+    def __init__(
+        self, new_id: Callable[[], str] = new_call_id, *, text_calls: bool = False
+    ) -> None:
         self._new_id = new_id
+        self._text_calls = text_calls
+        self._held: list[str] | None = None  # the text of a call written as text
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._slots: list[_Slot] = []
@@ -213,6 +225,9 @@ class DeltaAssembler:
         if error is None and not (self._done or self._finish_reason):
             error = "the connection closed before the model finished its answer"
         partial = error is not None
+        if self._held is not None:
+            self._slots.append(_text_call_slot("".join(self._held)))
+            self._held = None
         calls: list[ToolCall] = []
         invalid: list[InvalidToolCall] = []
         given: set[str] = set()
@@ -222,6 +237,7 @@ class DeltaAssembler:
             call_id = slot.id if slot.id and slot.id not in given else self._new_id()
             given.add(call_id)
             problem = "the answer ended before this tool call was complete" if partial else None
+            problem = problem or slot.problem
             if problem is None and self._finish_reason in _CUT_SHORT:
                 problem = (
                     f"the server cut the answer short (finish_reason {self._finish_reason}): "
@@ -282,8 +298,13 @@ class DeltaAssembler:
             events.append(ReasoningDelta(reasoning))
         content = delta.get("content")
         if isinstance(content, str) and content:
-            self._text.append(content)
-            events.append(TextDelta(content))
+            if self._held is not None:  # a call written as text (`text_calls`)
+                self._held.append(content)
+            elif self._text_calls and not self._text and content.startswith("<"):
+                self._held = [content]
+            else:
+                self._text.append(content)
+                events.append(TextDelta(content))
         for fragment in delta.get("tool_calls") or ():
             if isinstance(fragment, Mapping):
                 events += self._fragment(fragment)
@@ -358,6 +379,19 @@ def _another_call(slot: _Slot, name: str, arguments: str) -> bool:
         and _as_object(arguments) is not None
         and not _same_object(slot.arguments, arguments)
     )
+
+
+def _text_call_slot(text: str) -> _Slot:
+    """The slot of a call written as text (`text_calls`); one that does not parse gets
+    no name and the text as its arguments, so it is reported invalid."""
+    slot = _Slot(None, None)
+    parsed = parse_text_call(text)
+    if parsed is None:
+        slot.arguments = text
+        slot.problem = "the tool call is not a <tool_call> block with a JSON object"
+    else:
+        slot.name, slot.arguments = parsed
+    return slot
 
 
 def _starts_new_call(slot: _Slot, call_id: str | None, name: str, arguments: str) -> bool:

@@ -87,6 +87,18 @@ CATALOGUE = {
     ),
 }
 DEFAULT_LOCAL_MODEL = "smollm2-135m"
+# The tools offered to the embedded model (`Node.chat_tools`) and the arguments of each it
+# is shown: the file tools its chat template has worked examples of, and commands. Optional
+# arguments (offset, limit, depth, glob, ...) are left out: SmolLM2-135M filled them with
+# invented values that broke calls that were right without them. Peers' tools are not offered.
+EMBEDDED_TOOLS = {
+    "read_file": ("path",),
+    "write_file": ("path", "content"),
+    "edit_file": ("path", "old_string", "new_string"),
+    "list_dir": ("path",),
+    "search_text": ("pattern",),
+    "run_command": ("argv",),
+}
 MODEL_ALIAS = CATALOGUE[DEFAULT_LOCAL_MODEL].alias
 
 

@@ -28,6 +28,9 @@ class ClientSettings:
     `idle_timeout_s` is the longest wait between two received bytes of a
     streamed answer (SSE keep-alive comments reset it); `request_timeout_s`
     the same for non-streamed answers, which only arrive when complete.
+    `tool_grammar`: constrain each answer that offers tools with a GBNF grammar
+    (`llm.grammar`; llama.cpp's server only) and read the calls from its text:
+    the node sets it for the embedded model, never a profile.
     Raises ValueError naming the field when a value is out of range.
     """
 
@@ -45,6 +48,7 @@ class ClientSettings:
     backoff_base_s: float = 0.5
     retry_wait_cap_s: float = 30.0
     max_connections: int = 8
+    tool_grammar: bool = False
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):

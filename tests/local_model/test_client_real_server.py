@@ -12,10 +12,12 @@ import httpx
 import pytest
 import trio
 
+from gbr_node.config.loader import default_template, load_profile
+from gbr_node.control import Node
 from gbr_node.errors import ModelError
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.events import Completion, TextDelta
-from gbr_node.llm.local import N_CTX, LocalModel
+from gbr_node.llm.local import EMBEDDED_TOOLS, N_CTX, LocalModel
 from tests.local_model.support import READ_FILE_TOOL, local_settings, requires_local_model
 
 pytestmark = requires_local_model
@@ -52,7 +54,10 @@ async def test_plain_text_streams_in_pieces(local: LocalModel) -> None:
 
 @pytest.mark.parametrize("stream_tools", [True, False])
 async def test_a_tool_call_is_runnable_streamed_or_not(local: LocalModel, stream_tools) -> None:
-    async with ModelClient(local_settings(local, stream_tools=stream_tools)) as client:
+    """The node's embedded path (issue 15b): the call written under the grammar is read
+    from the answer's text, from a stream or from a whole JSON answer alike."""
+    settings = local_settings(local, stream_tools=stream_tools, tool_grammar=True)
+    async with ModelClient(settings) as client:
         for prompt in READ_PROMPTS:
             messages = [SYSTEM, {"role": "user", "content": prompt}]
             events = await stream_events(client, messages, [READ_FILE_TOOL])
@@ -136,3 +141,36 @@ async def test_a_cancelled_stream_leaves_the_server_ready_for_the_next_turn(
         events = await stream_events(client, short)
     assert partial.partial and partial.text
     assert not events[-1].partial and events[-1].text.strip()
+
+
+GRAMMAR_PROMPTS = (
+    "Create a file hello.txt containing: Hello, world",
+    "What is the password written in secret.txt?",
+    "hello",  # no file named: the grammar still makes the first answer a call
+)
+
+
+async def test_under_the_grammar_every_first_answer_is_a_valid_call(
+    local: LocalModel, tmp_path
+) -> None:
+    """Issue 15: llama.cpp accepts the node's GBNF with tools under tool_choice "none", and
+    the model's first answer is then always one call of an offered tool with its required
+    arguments as strings (SmolLM2-135M answers all three in prose without it)."""
+    (tmp_path / ".gbr_envs").mkdir()
+    (tmp_path / ".gbr_envs" / "default.toml").write_text(default_template(), encoding="utf-8")
+    node = Node(load_profile(tmp_path, "default"))
+    node.embedded = True
+    tools = node.chat_tools()
+    system = {"role": "system", "content": node.loaded.system_prompt}
+    async with ModelClient(local_settings(local, tool_grammar=True)) as client:
+        for prompt in GRAMMAR_PROMPTS:
+            messages = [system, {"role": "user", "content": prompt}]
+            completion = (await stream_events(client, messages, tools))[-1]
+            assert not completion.partial and not completion.invalid_tool_calls, completion
+            [call] = completion.tool_calls
+            wanted = EMBEDDED_TOOLS[call.name]
+            schema = next(t for t in tools if t["function"]["name"] == call.name)
+            required = schema["function"]["parameters"].get("required", [])
+            assert set(required) <= set(call.arguments) <= set(wanted), (prompt, call)
+            assert all(isinstance(v, str | list) for v in call.arguments.values())
+    node.approvals.close()
