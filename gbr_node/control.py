@@ -27,6 +27,7 @@ from gbr_node.approvals import cli as approvals_cli
 from gbr_node.approvals.desk import LOCAL, ApprovalDesk
 from gbr_node.approvals.review import colour_diff
 from gbr_node.approvals.state import Approval
+from gbr_node.checks.runner import CheckRunner
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, build_sandbox, render_effective
 from gbr_node.config.watcher import ProfileWatcher
@@ -133,14 +134,17 @@ class Node:
                 self.library.close()  # a new [library]: the old index's refresh stops
             self._library_for = wanted
             self.library: LibraryIndex = open_library(*wanted)
+        path = os.environ.get("PATH", os.defpath)
+        checks = CheckRunner(loaded.profile.checks, sandbox, loaded.profile.tools.run_command, path)
         registry = build_registry(
             loaded.profile.tools,
             sandbox,
             on_approval=self.desk.on_approval,
             extra=[self.desk.status_tool()],
             library=self.library,
+            checks=checks if loaded.profile.checks else None,
         )
-        self.loaded, self.sandbox = loaded, sandbox
+        self.loaded, self.sandbox, self.checks = loaded, sandbox, checks
         self.registry = NodeTools(registry, self.mounts)
         self.mounts.apply(loaded.profile.mcp_servers, loaded.root)
 

@@ -4,7 +4,8 @@ The agent's state machine (`agent.machine`) decides with these values alone;
 `checks.runner` runs the programs. A `CheckSpec` is a profile's check set as
 the machine needs it (which files, per file or project-wide, how many
 retries); `targets` turns the files a turn changed into `CheckTarget`s; a
-`CheckRun` is what one run of a check gave (UNW-AI-01 / STD-DEV-01).
+`CheckRun` is what one run of a check gave (UNW-AI-01 / STD-DEV-01); a
+`FormatOutcome` what format on save did to a file's new content (UBQ-DEV-02).
 """
 
 from __future__ import annotations
@@ -83,4 +84,25 @@ class CheckRun:
     diagnostics: tuple[Diagnostic, ...] = ()
     elapsed_s: float = 0.0
     timeout_s: float = 0.0
+    reason: str = ""
+
+
+FormatStatus = Literal["formatted", "unchanged", "skipped", "failed", "none"]
+
+
+@dataclass(frozen=True)
+class FormatOutcome:
+    """What format on save did (UBQ-DEV-02): `content` is the text to write.
+
+    `status`: formatted (the formatter changed the text), unchanged (it was
+    already formatted), skipped (an existing file the formatter would
+    restyle: written as given; `reason` says so), failed (the formatter
+    failed or timed out: written as given; `reason` is its first line) or
+    none (no check set with a formatter covers the file). `name` is the
+    check set's name.
+    """
+
+    status: FormatStatus
+    content: str
+    name: str = ""
     reason: str = ""

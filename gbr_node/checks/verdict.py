@@ -11,11 +11,16 @@ with the new errors as short lines (no traceback, at most ~2,000 characters).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gbr_node.checks.diagnostics import Diagnostic, diagnostics_text, new_diagnostics, plural
-from gbr_node.checks.plan import CheckRun, CheckTarget
+from gbr_node.checks.plan import CheckRun, CheckTarget, FormatOutcome
+
+FORMAT_NOTE_MAX_CHARS = 4000
+"""The changed lines (or formatted text) a format-on-save result carries at most."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,24 @@ class Verdict:
             was = "was" if self.before == 1 else "were"
             notes.append(f"{plural(self.before, 'error')} {was} there before this turn")
         return f"{name} ok" + (f" ({'; '.join(notes)})" if notes else "")
+
+    def summary(self) -> dict[str, Any]:
+        """The machine-readable verdict for a peer's tool result: `{"check", "status"
+        ("ok", "failed", "timed_out", "not_run"), "new_errors", "errors"}`."""
+        if self.new:
+            status = "failed"
+        elif self.timed_out is not None:
+            status = "timed_out"
+        elif self.not_run is not None:
+            status = "not_run"
+        else:
+            status = "ok"
+        return {
+            "check": self.name,
+            "status": status,
+            "new_errors": len(self.new),
+            "errors": [d.text for d in self.new],
+        }
 
     def note(self, *, exhausted: bool = False, max_retries: int = 0) -> str:
         """The note for the model, to append to the changing call's result."""
@@ -106,3 +129,34 @@ def judge(runs: Sequence[CheckRun], baseline: Mapping[CheckTarget, CheckRun]) ->
                 not_run = run.reason or run.status.replace("_", " ")
         verdicts.append(Verdict(name, tuple(new), before, timed_out, not_run))
     return verdicts
+
+
+def format_note(outcome: FormatOutcome, given: str) -> str:
+    """The line(s) a write's result adds about format on save (UBQ-DEV-02), "" when no
+    formatter covers the file or it left the text as given. When it changed the text,
+    the changed lines as a unified diff (from `given` to what was written) so the next
+    `edit_file` is not stale; the whole text instead when that is shorter. Cut at
+    `FORMAT_NOTE_MAX_CHARS` characters, saying so."""
+    name = f"formatter {outcome.name}"
+    if outcome.status == "skipped":
+        return f"[not formatted by {name}: {outcome.reason}; written as given]"
+    if outcome.status == "failed":
+        return f"[not formatted: {outcome.reason}; written as given]"
+    if outcome.status != "formatted":
+        return ""
+    diff = "".join(
+        difflib.unified_diff(
+            given.splitlines(keepends=True),
+            outcome.content.splitlines(keepends=True),
+            "as sent",
+            "as written",
+            n=0,
+        )
+    )
+    if len(outcome.content) <= len(diff):
+        head, body = "the text now in the file", outcome.content
+    else:
+        head, body = "its changed lines (unified diff, from what you sent)", diff
+    if len(body) > FORMAT_NOTE_MAX_CHARS:
+        body = body[:FORMAT_NOTE_MAX_CHARS] + "\n[... cut; read_file shows the rest]"
+    return f"[reformatted by {name}; edit the file as it is now. {head}:]\n{body}"
