@@ -335,9 +335,11 @@ async def run_interactive(settings: NodeSettings) -> int:
     node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
-    machine = AgentMachine(session, node.dispatcher.chat_tools)
+    machine = AgentMachine(session, node.dispatcher.chat_tools, checks=node.check_specs)
     renderer = Renderer(color=_wants_color())
-    node.runtime = AgentRuntime(machine, node.model, node.dispatcher, renderer)
+    node.runtime = AgentRuntime(
+        machine, node.model, node.dispatcher, renderer, checks=lambda: node.checks
+    )
     try:
         async with AsyncExitStack() as stack:
             local_name = node.loaded.profile.local.model

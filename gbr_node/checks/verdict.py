@@ -160,3 +160,21 @@ def format_note(outcome: FormatOutcome, given: str) -> str:
     if len(body) > FORMAT_NOTE_MAX_CHARS:
         body = body[:FORMAT_NOTE_MAX_CHARS] + "\n[... cut; read_file shows the rest]"
     return f"[reformatted by {name}; edit the file as it is now. {head}:]\n{body}"
+
+
+def full_report(runs: Sequence[CheckRun]) -> str:
+    """`/check`: every run's command, outcome and full output, for the person."""
+    parts = []
+    for run in runs:
+        where = f" ({run.target.path})" if run.target.path else ""
+        outcome = {
+            "ok": "ok",
+            "failed": plural(len(run.diagnostics), "error"),
+            "timed_out": f"timed out after {run.timeout_s:g} s (killed)",
+            "stopped": "stopped",
+            "not_run": f"not run: {run.reason}",
+        }[run.status]
+        head = f"check {run.target.name}{where}: {outcome}"
+        body = f"$ {run.command}\n{run.output.rstrip()}" if run.command else ""
+        parts.append(f"{head}\n{body}".rstrip())
+    return "\n\n".join(parts)

@@ -53,6 +53,8 @@ class NodeControl(Protocol):
 
     async def with_library_context(self, prompt: UserPrompt) -> UserPrompt: ...
 
+    async def check_command(self, args: str) -> str: ...
+
     def edit_approval(self, args: str) -> str:
         """`/edit N`, run in the input thread while it owns the terminal."""
         ...
@@ -146,6 +148,8 @@ class Repl:
                     out(text)
             elif cmd.name == "lib":
                 out(await self._node.lib_command(cmd.args))
+            elif cmd.name == "check":
+                out(await self._node.check_command(cmd.args))
             elif cmd.name in APPROVAL_COMMANDS:
                 out(await self._node.approvals_command(cmd.name, cmd.args))
         except GbrError as exc:

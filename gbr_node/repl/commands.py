@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clear": ("", "forget the conversation (the system prompt stays)"),
     "compact": ("", "leave old turns out of the next requests (/history keeps them)"),
     "env": ("[use NAME | reload]", "show, switch or reload the environment profile"),
+    "check": ("[run]", "show the last write check's full output; /check run runs the checks now"),
     "approvals": ("[--all]", "list approvals of protected writes (pending ones by default)"),
     "show": ("N", "details and diff of approval N"),
     "approve": ("N [--force]", "approve approval N and apply it"),

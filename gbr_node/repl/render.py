@@ -82,6 +82,9 @@ class Renderer:
             self.line(f"{DIM}queued ({show.data.get('position', 1)}): {show.text}{RESET}")
         elif kind == "stale":
             self.line(f"{DIM}{show.text}{RESET}")
+        elif kind == "check":
+            ok = show.text.endswith(" ok") or " ok (" in show.text
+            self.line(f"{GREEN if ok else YELLOW}{show.text}{RESET}")
         elif kind == "notice":
             self.line(f"{YELLOW}{show.text}{RESET}")
         elif kind == "error":
