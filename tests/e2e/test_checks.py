@@ -222,8 +222,11 @@ def test_a_hanging_check_is_killed_at_its_time_limit_and_reported(
 def test_s_during_a_check_kills_it_and_sends_the_suggestion(
     project, with_checks, run_node, model_server
 ):
-    sleep = shutil.which("sleep")
-    with_checks(f'[checks.slow]\nfiles = ["**/*.py"]\ncheck = ["{sleep}", "60"]\ntimeout_s = 120\n')
+    shell = shutil.which("sh")
+    with_checks(  # per file ($0 is the path): a new file has no baseline to take
+        f'[checks.slow]\nfiles = ["**/*.py"]\ncheck = ["{shell}", "-c", "sleep 60", "{{path}}"]\n'
+        "timeout_s = 120\n"
+    )
     model_server.enqueue(
         tool_call_reply("write_file", {"path": "new.py", "content": FIXED}),
         text_reply("Stopped checking."),
@@ -231,7 +234,6 @@ def test_s_during_a_check_kills_it_and_sends_the_suggestion(
     term = run_node()
     term.sendline("write new.py")
     deadline = time.monotonic() + TIMEOUT_S
-    # new.py did not exist: its baseline is not run; the one sleep is the check after it
     while not children_running(term.child.pid, "sleep"):
         assert time.monotonic() < deadline, term.text()
         term.pump(0.02)
