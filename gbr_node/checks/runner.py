@@ -44,6 +44,9 @@ from gbr_node.tools.process import Completed, Stop, run_bounded
 CLEAN_CACHE_SIZE = 256
 """How many (file, SHA-256) pairs known to be formatted are remembered, so that an
 edit of a file the node formatted costs one formatter run, not two."""
+FORMATTER_SLACK_BYTES = 64 * 1024
+"""A stdin formatter may print up to twice its input plus this many bytes (its
+messages included) before its output counts as cut (then nothing is formatted)."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,10 @@ class CheckRunner:
         assert chosen.formatter is not None
         timeout = chosen.config.timeout_s
         if chosen.config.formatter_mode == "stdin":
-            done = self._bounded(_expand(chosen.formatter, relative), timeout, text.encode())
+            data = text.encode("utf-8")
+            # the formatted text may be longer than run_command's output cap
+            cap = max(self._cap, 2 * len(data) + FORMATTER_SLACK_BYTES)
+            done = self._bounded(_expand(chosen.formatter, relative), timeout, data, cap=cap)
             if done.timed_out:
                 return None, f"the formatter timed out after {timeout:g} s"
             if done.exit_code != 0 or done.dropped_bytes:
@@ -290,13 +296,14 @@ class CheckRunner:
         timeout: float,
         stdin: bytes | None = None,
         stop: Stop | None = None,
+        cap: int | None = None,
     ) -> Completed:
         return run_bounded(
             argv,
             cwd=self._sandbox.root,
             env=self._env,
             timeout_s=timeout,
-            max_output_bytes=self._cap,
+            max_output_bytes=cap or self._cap,
             policy=self._policy,
             stdin=stdin,
             stop=stop,

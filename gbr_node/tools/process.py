@@ -138,6 +138,10 @@ class _Unconfined:
         assert self._proc.stdout is not None and self._proc.stderr is not None
         self.outputs = (self._proc.stdout.fileno(), self._proc.stderr.fileno())
         self.status = None
+        self.exit_fd: int | None = None  # readable once the leader exited (Linux pidfd)
+        if hasattr(os, "pidfd_open"):
+            with contextlib.suppress(OSError):
+                self.exit_fd = os.pidfd_open(self._proc.pid)
 
     def has_exited(self) -> bool:
         """True once the leader has exited. Where `os.waitid` exists it is left a
@@ -161,6 +165,9 @@ class _Unconfined:
         for stream in (self._proc.stdout, self._proc.stderr):
             if stream is not None:
                 stream.close()
+        if self.exit_fd is not None:
+            os.close(self.exit_fd)
+            self.exit_fd = None
 
 
 class _Confined:
@@ -358,12 +365,18 @@ def run_bounded(
 
 def _wait_exit(child: _Child, selector: selectors.BaseSelector, deadline: float) -> bool:
     """Both output pipes closed but the program still runs: wait for its exit until
-    `deadline`; False when the time ran out."""
+    `deadline`; False when the time ran out. An unconfined child's pidfd wakes the wait
+    at its exit (else it is polled every `_POLL_S` seconds)."""
+    exit_fd = getattr(child, "exit_fd", None)
+    if exit_fd is not None:
+        selector.register(exit_fd, selectors.EVENT_READ)
     while not child.has_exited():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
         for key, _ in selector.select(min(remaining, _POLL_S)):
+            if key.fd == exit_fd:
+                continue
             chunk = os.read(key.fd, _CHUNK_BYTES)
             child.on_status(chunk)
             if not chunk:
