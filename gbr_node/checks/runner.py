@@ -138,10 +138,10 @@ class CheckRunner:
         for s in self.sets:
             parts = [f"files {', '.join(s.config.files)}"]
             if s.formatter is not None:
-                parts.append(f"format: {shlex.join(s.config.formatter or ())}")
+                parts.append(f"format: {' '.join(s.config.formatter or ())} ({s.formatter[0]})")
             if s.check is not None:
                 scope = "per file" if s.spec.per_file else "project-wide"
-                parts.append(f"check ({scope}): {shlex.join(s.config.check or ())}")
+                parts.append(f"check ({scope}): {' '.join(s.config.check or ())} ({s.check[0]})")
             parts.append(f"timeout {s.config.timeout_s:g} s, max_retries {s.config.max_retries}")
             if s.missing:
                 parts.append(f"NOT FOUND on PATH (left out): {', '.join(s.missing)}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import TIMEOUT_S, write_profile
+from tests.e2e.conftest import TIMEOUT_S, gbr, write_profile
 from tests.e2e.p2p_helpers import (
     Identity,
     ServeProcess,
@@ -126,6 +126,9 @@ def test_a_check_still_failing_stops_after_max_retries_and_no_traceback_is_shown
     term.sendline("/check")
     term.expect("Traceback")  # the full output, because the person asked for it
     assert model_server.replies_left == 1
+    (project / "app.py").write_text(FIXED)
+    term.sendline("/check run")
+    term.expect(r"check parse \(app\.py\): ok")
 
 
 def test_errors_already_in_the_file_before_the_turn_do_not_block_it(
@@ -290,3 +293,27 @@ def test_a_peers_write_through_serve_is_formatted_and_carries_the_check_outcome(
         assert (root / "pkg/bad.py").read_text() == BROKEN
     finally:
         server.stop()
+
+
+def test_init_writes_checks_that_fit_the_project_and_env_check_shows_them(tmp_path):
+    project = tmp_path / "py"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    home = tmp_path / "home"
+    env_path = f"{Path(RUFF).parent}:/usr/bin:/bin"
+    done = subprocess.run(
+        [sys.executable, "-m", "gbr_node", "init"],
+        cwd=project,
+        env={"HOME": str(home), "PATH": env_path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "with write checks for: pyproject.toml" in done.stdout
+    text = (project / ".gbr_envs" / "default.toml").read_text()
+    assert '[checks.python]\nfiles = ["**/*.py"]\nformatter = "ruff format' in text
+    shown = gbr(project, "env", "check", home=home)
+    assert shown.returncode == 0, shown.stderr
+    assert "# checks in force:" in shown.stdout
+    assert "#  python: files **/*.py; format: ruff format --stdin-filename {path} -" in shown.stdout
