@@ -105,3 +105,26 @@ def test_a_program_planted_in_the_root_never_stands_in_for_one_on_path(tmp_path,
     )
     executable = checks.sets[0].check[0] if checks.sets[0].check else None
     assert executable != str(planted)
+
+
+def test_a_protected_files_pending_approval_is_never_formatted(tmp_path):
+    from gbr_node.errors import ApprovalRequired
+    from gbr_node.tools.files import FileTools, WriteFileParams
+
+    marker = tmp_path / "formatter-ran"
+    shell = shutil.which("sh")
+    profile = Profile.model_validate(
+        {
+            "checks": {
+                "any": {"files": ["**/*.py"], "formatter": [shell, "-c", f"touch {marker}; cat"]}
+            }
+        }
+    )
+    sandbox = Sandbox(tmp_path, protected=["setup.py"])
+    checks = CheckRunner(profile.checks, sandbox, profile.tools.run_command, PATH)
+    tools = FileTools(sandbox, 1 << 20, checks)
+    with pytest.raises(ApprovalRequired) as asked:
+        tools.write_file(WriteFileParams(path="setup.py", content="x=1\n"))
+    assert asked.value.content == "x=1\n" and not marker.exists()
+    tools.write_file(WriteFileParams(path="free.py", content="x=1\n"))
+    assert marker.exists()  # the same formatter does run on a file that is not protected
