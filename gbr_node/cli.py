@@ -135,16 +135,12 @@ def _confinement_lines(mode: str) -> str:
 def _checks_lines(loaded) -> str:
     """Comment lines for `env check`: the write checks in force, with their programs as
     found on PATH now (UBQ-DEV-02, UNW-AI-01)."""
-    import os
-
     from gbr_node.checks.runner import CheckRunner
     from gbr_node.config.loader import build_sandbox
 
-    profile = loaded.profile
-    if not profile.checks:
+    if not loaded.profile.checks:
         return "# checks: none ([checks] is empty)"
-    path = os.environ.get("PATH", os.defpath)
-    runner = CheckRunner(profile.checks, build_sandbox(loaded), profile.tools.run_command, path)
+    runner = CheckRunner.of_profile(loaded.profile, build_sandbox(loaded))
     return "# checks in force:\n" + "\n".join(f"#{line}" for line in runner.describe())
 
 
@@ -152,6 +148,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
     """Run one local tool under the active profile and print its MCP result."""
     from gbr_node.approvals import ApprovalLog, default_path
     from gbr_node.approvals.desk import ApprovalDesk
+    from gbr_node.checks.runner import CheckRunner
     from gbr_node.config.loader import build_sandbox
     from gbr_node.tools.registry import build_registry
 
@@ -168,6 +165,9 @@ def cmd_tool(args: argparse.Namespace) -> int:
             sandbox,
             on_approval=desk.on_approval,
             extra=[desk.status_tool()],
+            checks=CheckRunner.of_profile(loaded.profile, sandbox)
+            if loaded.profile.checks
+            else None,
         )
         return _run_tool(registry, args.name, arguments, as_json=args.json)
 

@@ -137,8 +137,7 @@ class Node:
                 self.library.close()  # a new [library]: the old index's refresh stops
             self._library_for = wanted
             self.library: LibraryIndex = open_library(*wanted)
-        path = os.environ.get("PATH", os.defpath)
-        checks = CheckRunner(loaded.profile.checks, sandbox, loaded.profile.tools.run_command, path)
+        checks = CheckRunner.of_profile(loaded.profile, sandbox)
         registry = build_registry(
             loaded.profile.tools,
             sandbox,

@@ -33,7 +33,7 @@ from typing import Any
 from gbr_node.checks.diagnostics import failure_diagnostics, strip_ansi
 from gbr_node.checks.plan import CheckRun, CheckSpec, CheckTarget, FormatOutcome, targets
 from gbr_node.checks.verdict import Verdict, judge
-from gbr_node.config.profile import PATH_PLACEHOLDER, CheckSet, RunCommandConfig
+from gbr_node.config.profile import PATH_PLACEHOLDER, CheckSet, Profile, RunCommandConfig
 from gbr_node.confine import for_commands
 from gbr_node.errors import GbrError
 from gbr_node.sandbox import Sandbox
@@ -120,6 +120,12 @@ class CheckRunner:
         self._lock = threading.Lock()
         self.last: tuple[CheckRun, ...] = ()
         """The runs of the last check (for `/check`)."""
+
+    @classmethod
+    def of_profile(cls, profile: Profile, sandbox: Sandbox) -> CheckRunner:
+        """The checks of `profile` over `sandbox`, programs looked up on $PATH now."""
+        path = os.environ.get("PATH", os.defpath)
+        return cls(profile.checks, sandbox, profile.tools.run_command, path)
 
     def _locate(self, program: str, search_path: str) -> str | None:
         pinned = program if "/" in program else None
