@@ -18,6 +18,12 @@ default, `confine = "auto"`) and with `confine = "off"`: the difference is
 the OS sandbox's price, measured in the same run as `run_bounded` of `true`
 confined against unconfined (scripts/bench/confine.py measures it in depth),
 not the checks'.
+With `--interrupts N` it also times `/s` during a check through a real
+pseudo-terminal (as scripts/bench/interrupt.py does for a stream): `gbr-node
+run` against the test model server, whose model writes a new file each
+time; its check (`sh -c "sleep 60"`) is running when `/s next` is typed;
+from that Enter to the re-prompt's arrival at the server (budget of the
+interrupt bench: p95 below 150 ms).
 Prints medians in milliseconds, the added time, the ratio to the bare
 command, the target (added <= 1.2 x bare + 5 ms for format; runner <= 1.2 x
 bare + 5 ms for the check), and the load average before and after.
@@ -90,9 +96,71 @@ def timed(action: Callable[..., object], *args: object, **kwargs: object) -> flo
     return (time.perf_counter() - started) * 1000
 
 
+def interrupt_during_check(cycles: int) -> list[float]:
+    """Enter on `/s` during a running check → the re-prompt at the model server, in ms."""
+    import pexpect
+
+    from tests.e2e.conftest import node_env, write_profile
+    from tests.e2e.p2p_helpers import children_running
+    from tests.e2e.terminal import COLS, ROWS, Terminal
+    from tests.support.model_server import ModelServer
+    from tests.support.replies import tool_call_reply
+
+    shell = shutil.which("sh")
+    checks = (
+        f'[checks.slow]\nfiles = ["**/*.py"]\ncheck = ["{shell}", "-c", "sleep 60", "{{path}}"]\n'
+        "timeout_s = 120\n"
+    )
+    took = []
+    with ModelServer() as server, tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp) / "project"
+        project.mkdir()
+        write_profile(project, server.base_url, checks)
+        server.enqueue(
+            *(
+                tool_call_reply("write_file", {"path": f"m{n}.py", "content": "x = 1\n"})
+                for n in range(cycles + 1)
+            )
+        )
+        home = Path(tmp) / "home"
+        home.mkdir()
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "gbr_node", "run"],
+            cwd=str(project),
+            env=node_env(home),
+            encoding="utf-8",
+            dimensions=(ROWS, COLS),
+        )
+        child.delaybeforesend = None
+        term = Terminal(child)
+        try:
+            term.expect("/help for commands")
+            child.send("go\r")
+            for _ in range(cycles):
+                deadline = time.monotonic() + 30
+                while not children_running(child.pid, "sleep"):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"no check started:\n{term.text()[-2000:]}")
+                    term.pump(0.005)
+                child.send("/s next")
+                term.expect(r"/s next")
+                asked = len(server.chat_bodies)
+                start = time.monotonic()
+                child.send("\r")
+                while len(server.chat_bodies) <= asked:
+                    term.pump(0.002)
+                chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+                took.append((chats[asked].at - start) * 1000)
+        finally:
+            child.terminate(force=True)
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--interrupts", type=int, default=0)
     args = parser.parse_args()
     ugly = source()
     formatted = subprocess.run(
@@ -173,6 +241,7 @@ def main() -> None:
                 add(f"edit checked {confine}", timed(tools.edit_file, edit))
                 tools.edit_file(undo)
                 add(f"check runner {confine}", timed(runner.run, target))
+    cut = interrupt_during_check(args.interrupts) if args.interrupts else []
     load_after = os.getloadavg()
     med = {key: statistics.median(values) for key, values in samples.items()}
     print(f"write checks on a {formatted.count(chr(10))}-line Python file, ruff {RUFF}")
@@ -208,6 +277,13 @@ def main() -> None:
     )
     print(f"{'write_file without checks':<40} {med['write plain']:>10.1f}")
     print(f"{'edit_file without checks':<40} {med['edit plain']:>10.1f}")
+    if cut:
+        ordered = sorted(cut)
+        p95 = ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
+        print(
+            f"{'/s during a check: Enter -> re-prompt':<40} {statistics.median(cut):>10.1f}   "
+            f"(p95 {p95:.1f}, max {max(cut):.1f}; {len(cut)} cuts; budget p95 < 150 ms)"
+        )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in load_after)}")
     print(
         f"({args.rounds} rounds, interleaved; target: added <= 1.2 x bare + 5 ms; "
