@@ -80,17 +80,26 @@ def _json_object(text: str, what: str) -> dict | None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    """Write `.gbr_envs/default.toml` (the packaged template) unless it exists."""
+    """Write `.gbr_envs/default.toml` (the packaged template, and the `[checks]` that
+    fit the project files found here, `checks.detect`) unless it exists."""
+    import shutil
+
+    from gbr_node.checks.detect import LANGUAGES, checks_block
     from gbr_node.config.loader import default_template
 
-    target_dir = Path(args.project or Path.cwd()).resolve() / ".gbr_envs"
+    project = Path(args.project or Path.cwd()).resolve()
+    target_dir = project / ".gbr_envs"
     target = target_dir / "default.toml"
     if target.exists():
         print(f"{target} already exists; left unchanged")
         return EXIT_OK
+    markers = [lang.marker for lang in LANGUAGES if (project / lang.marker).is_file()]
+    checks = checks_block(markers, shutil.which)
     target_dir.mkdir(parents=True, exist_ok=True)
-    target.write_text(default_template(), "utf-8")
+    target.write_text(default_template() + checks, "utf-8")
     print(f"created {target}")
+    if checks:
+        print(f"  with write checks for: {', '.join(markers)}")
     return EXIT_OK
 
 
@@ -109,6 +118,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     loaded = loader.load_profile(_project_dir(args), name)
     print(loader.render_effective(loaded))
     print(_confinement_lines(loaded.profile.tools.run_command.confine))
+    print(_checks_lines(loaded))
     print(f"# profile {name!r} is valid ({loaded.file})", file=sys.stderr)
     return EXIT_OK
 
@@ -122,10 +132,23 @@ def _confinement_lines(mode: str) -> str:
     return f"# confinement: {in_force(mode, found)}\n# kernel Landlock ABI: {found.abi}"
 
 
+def _checks_lines(loaded) -> str:
+    """Comment lines for `env check`: the write checks in force, with their programs as
+    found on PATH now (UBQ-DEV-02, UNW-AI-01)."""
+    from gbr_node.checks.runner import CheckRunner
+    from gbr_node.config.loader import build_sandbox
+
+    if not loaded.profile.checks:
+        return "# checks: none ([checks] is empty)"
+    runner = CheckRunner.of_profile(loaded.profile, build_sandbox(loaded))
+    return "# checks in force:\n" + "\n".join(f"#{line}" for line in runner.describe())
+
+
 def cmd_tool(args: argparse.Namespace) -> int:
     """Run one local tool under the active profile and print its MCP result."""
     from gbr_node.approvals import ApprovalLog, default_path
     from gbr_node.approvals.desk import ApprovalDesk
+    from gbr_node.checks.runner import CheckRunner
     from gbr_node.config.loader import build_sandbox
     from gbr_node.tools.registry import build_registry
 
@@ -142,6 +165,9 @@ def cmd_tool(args: argparse.Namespace) -> int:
             sandbox,
             on_approval=desk.on_approval,
             extra=desk.status_tools(loaded.profile.tools),
+            checks=CheckRunner.of_profile(loaded.profile, sandbox)
+            if loaded.profile.checks
+            else None,
         )
         return _run_tool(registry, args.name, arguments, as_json=args.json)
 

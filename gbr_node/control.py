@@ -34,6 +34,9 @@ from gbr_node.approvals import cli as approvals_cli
 from gbr_node.approvals.desk import LOCAL, ApprovalDesk
 from gbr_node.approvals.review import colour_diff
 from gbr_node.approvals.state import Approval
+from gbr_node.checks.plan import CheckSpec, CheckTarget
+from gbr_node.checks.runner import CheckRunner
+from gbr_node.checks.verdict import full_report
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, build_sandbox, list_profiles, render_effective
 from gbr_node.config.watcher import ProfileWatcher
@@ -53,6 +56,7 @@ from gbr_node.p2p.service import notify_peer
 from gbr_node.repl.render import DIM, RESET, YELLOW
 from gbr_node.rpc.server import Limits
 from gbr_node.rpc.toolhost import Grant, Snapshot
+from gbr_node.tools.process import Stop
 from gbr_node.tools.registry import build_registry
 
 log = logging.getLogger("gbr_node")
@@ -151,14 +155,16 @@ class Node:
                 self.library.close()  # a new [library]: the old index's refresh stops
             self._library_for = wanted
             self.library: LibraryIndex = open_library(*wanted)
+        checks = CheckRunner.of_profile(loaded.profile, sandbox)
         registry = build_registry(
             loaded.profile.tools,
             sandbox,
             on_approval=self.desk.on_approval,
             extra=self.desk.status_tools(loaded.profile.tools),
             library=self.library,
+            checks=checks if loaded.profile.checks else None,
         )
-        self.loaded, self.sandbox = loaded, sandbox
+        self.loaded, self.sandbox, self.checks = loaded, sandbox, checks
         self.registry = NodeTools(registry, self.mounts)
         self.mounts.apply(loaded.profile.mcp_servers, loaded.root)
 
@@ -331,6 +337,34 @@ class Node:
             if self.host is not None:
                 await self.host.drop_untrusted()
             self.notice(reload_notice(previous.name, message))
+
+    def check_specs(self) -> tuple[CheckSpec, ...]:
+        """The check sets in force, for the agent's machine (UNW-AI-01)."""
+        return self.checks.specs()
+
+    async def check_command(self, args: str) -> str:
+        """`/check`: the last write check's full output; `/check run`: run the checks now
+        (on every file checked in this session, and the project-wide ones)."""
+        word = args.strip()
+        if word not in ("", "run"):
+            raise GbrError("usage: /check, /check run")
+        runtime = self.runtime
+        if runtime is None:
+            raise GbrError("no agent runs here")
+        if word == "run":
+            specs = self.checks.specs()
+            if not specs:
+                return "no check in force (the profile's [checks] has none found on PATH)"
+            known = {spec.name for spec in specs}
+            wanted = [t for t in runtime.checked if t.name in known]
+            wanted += [CheckTarget(s.name) for s in specs if not s.per_file]
+            wanted = list(dict.fromkeys(wanted))
+            if not wanted:
+                return "nothing to check yet: no file a per-file check covers was changed"
+            await runtime.run_checks(tuple(wanted), Stop())
+        if not runtime.last_check:
+            return "no check has run in this session"
+        return full_report(runtime.last_check)
 
     # -- approvals (EVD-AI-01, EVD-DEV-01/02) -------------------------------
 

@@ -375,9 +375,11 @@ async def run_interactive(settings: NodeSettings) -> int:
     node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
-    machine = AgentMachine(session, node.chat_tools)
+    machine = AgentMachine(session, node.chat_tools, checks=node.check_specs)
     repl = Repl(node, open_screen(color=_wants_color()))
-    node.runtime = AgentRuntime(machine, node.model, node.dispatcher, repl.show)
+    node.runtime = AgentRuntime(
+        machine, node.model, node.dispatcher, repl.show, checks=lambda: node.checks
+    )
     try:
         async with trio.open_nursery() as everything:
 

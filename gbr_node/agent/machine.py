@@ -22,6 +22,17 @@ failing with the same error `RUNAWAY_REPEATS` times ends the turn, with a
 note to the model and one line to the person; within one answer, a call
 repeated with the same arguments, and calls past `MAX_CALLS_PER_ANSWER`,
 are answered "not run" instead of being run.
+
+UNW-AI-01 / STD-DEV-01 (write checks): before an answer's calls that change
+files a check covers run, the turn's baseline of those files is taken once
+(`TakeBaseline`; the calls wait for it). Once every call has its result,
+the machine goes to CHECKING (`RunCheck`) instead of prompting again. The
+`CheckDone` verdicts count only errors the turn added: new errors go to the
+model as a note on the changing call's result and the model is prompted
+again, while that check set has retries left (`max_retries` per turn); the
+person sees one status line per check (`Show("check")`). A check still
+failing after its retries ends the turn and says so. `/s` and Ctrl-C during
+a check cancel it (`CancelCheck`: its processes are killed).
 """
 
 from __future__ import annotations
@@ -29,13 +40,14 @@ from __future__ import annotations
 import enum
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gbr_node.agent.context import ContextManager
 from gbr_node.agent.messages import (
     ApprovalResolved,
+    CheckDone,
     CompactContext,
     DirectPrompt,
     Interrupt,
@@ -48,6 +60,7 @@ from gbr_node.agent.messages import (
     UserPrompt,
 )
 from gbr_node.agent.session import INTERRUPTED_MARK, Session
+from gbr_node.checks.plan import CheckSpec, CheckTarget, targets
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 
@@ -56,6 +69,7 @@ SMALL_MODEL_MAX_STEPS = 8  # embedded model or a window of at most 8192 tokens
 RUNAWAY_REPEATS = 3
 MAX_CALLS_PER_ANSWER = 16  # more in one answer are answered "not run" (tiny models repeat)
 CHANGING_TOOLS = {"write_file": "path", "edit_file": "path", "delete_path": "path"}
+MOVING_TOOLS = {"move_path": ("source", "destination")}
 SUGGESTION_PREFIX = "[I interrupted your previous answer.] "
 
 
@@ -63,6 +77,7 @@ class State(enum.Enum):
     IDLE = "idle"
     STREAMING = "streaming"
     AWAITING_TOOLS = "awaiting_tools"
+    CHECKING = "checking"
 
 
 class UnexpectedMessage(GbrError):
@@ -92,18 +107,46 @@ class RunTool:
 
 
 @dataclass(frozen=True)
+class TakeBaseline:
+    """Before running inference `prompt_id`'s tool calls, run the checks `targets` on
+    the files as they are now: turn `turn`'s baseline (errors in it never block)."""
+
+    prompt_id: int
+    turn: int
+    targets: tuple[CheckTarget, ...]
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """Run the checks `targets` and judge them against turn `turn`'s baseline; the
+    verdicts come back as `CheckDone(prompt_id, ...)`."""
+
+    prompt_id: int
+    turn: int
+    targets: tuple[CheckTarget, ...]
+
+
+@dataclass(frozen=True)
+class CancelCheck:
+    """Stop the checks (baseline or after-write) of inference `prompt_id` now: their
+    processes are killed."""
+
+    prompt_id: int
+
+
+@dataclass(frozen=True)
 class Show:
     """Something for the person to see. `kind`: prompt (a message of the person's
     starts a turn), waiting (an inference starts), text, reasoning, usage (an
     inference ended; `data["usage"]` is the server's usage object or None),
-    tool_start, tool_end, notice, error, queued, stale, turn_end."""
+    tool_start, tool_end, check, notice, error, queued, stale, turn_end."""
 
     kind: str
     text: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
 
-Action = StartInference | CancelInference | RunTool | Show
+Action = StartInference | CancelInference | RunTool | TakeBaseline | RunCheck | CancelCheck | Show
 
 
 class AgentMachine:
@@ -116,6 +159,7 @@ class AgentMachine:
         max_steps: inferences per turn before tool calls stop being run
             (`max_steps` may be changed later, e.g. on a profile reload).
         context: fits each request to the model's window (GBR-CTX-01).
+        checks: returns the profile's check sets now (UNW-AI-01); none by default.
     """
 
     def __init__(
@@ -124,6 +168,7 @@ class AgentMachine:
         tools: Callable[[], list[dict[str, Any]]],
         max_steps: int = DEFAULT_MAX_STEPS,
         context: ContextManager | None = None,
+        checks: Callable[[], Sequence[CheckSpec]] = tuple,
     ) -> None:
         self.session = session
         self.state = State.IDLE
@@ -140,6 +185,12 @@ class AgentMachine:
         self._raw_estimate = 0
         self._overflow_retried = False
         self._failures: Counter[tuple[str, str, str]] = Counter()
+        self._checks = checks
+        self._turn = 0
+        self._baselined: set[CheckTarget] = set()
+        self._retries: Counter[str] = Counter()  # per check set, this turn
+        self._held: list[tuple[ToolExecutionFeedback, ToolCall | InvalidToolCall, str]] = []
+        self._cancel_checks = False  # a baseline or check of this inference may run
 
     @property
     def prompt_id(self) -> int | None:
@@ -164,8 +215,7 @@ class AgentMachine:
     def _on_prompt(self, msg: UserPrompt) -> list[Action]:
         meta = {"decided": int(m)} if (m := _decided_id(msg.text)) else {}
         self.session.append({"role": "user", "content": msg.content}, **meta)
-        self._steps = 0
-        self._failures.clear()
+        self._new_turn()
         return [Show("prompt", msg.text), *self._start()]
 
     def _on_approval_resolved(self, msg: ApprovalResolved) -> list[Action]:
@@ -209,6 +259,7 @@ class AgentMachine:
         self.state = State.AWAITING_TOOLS
         self._calls, self._results = calls, {}
         actions: list[Action] = [usage]
+        baseline: list[CheckTarget] = []
         seen: set[tuple[str, str]] = set()
         for position, call in enumerate(calls):
             key = (call.name, _arguments_key(call))
@@ -235,6 +286,10 @@ class AgentMachine:
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
                 actions.append(RunTool(self._prompt_id, call))
+                baseline += self._needs_baseline(call)
+        if baseline:
+            self._cancel_checks = True
+            actions.insert(0, TakeBaseline(self._prompt_id, self._turn, tuple(baseline)))
         if self._steps >= self.max_steps:
             actions.append(Show("notice", f"stopped: {self.max_steps} steps in this turn"))
         return actions + self._maybe_continue()
@@ -285,7 +340,13 @@ class AgentMachine:
 
     def _on_interrupt(self, msg: Interrupt | InterruptAndSuggest) -> list[Action]:
         actions: list[Action] = []
-        if self.state is State.STREAMING:
+        if self._cancel_checks:
+            actions.append(CancelCheck(self._prompt_id))
+        if self.state is State.CHECKING:
+            for feedback, call, note in self._held:
+                self._append_result(feedback, call, note)
+            actions.append(Show("check", "check stopped (interrupted)"))
+        elif self.state is State.STREAMING:
             actions.append(CancelInference(self._prompt_id))
             partial = "".join(self._partial)
             if partial:
@@ -303,8 +364,7 @@ class AgentMachine:
         self._reset()
         if isinstance(msg, InterruptAndSuggest):
             self.session.append({"role": "user", "content": SUGGESTION_PREFIX + msg.text})
-            self._steps = 0
-            self._failures.clear()
+            self._new_turn()
             return actions + [Show("turn_end", "interrupted; suggestion sent"), *self._start()]
         if self.queued:
             dropped = len(self.queued)
@@ -321,6 +381,7 @@ class AgentMachine:
     # -- helpers -----------------------------------------------------------
 
     def _start(self, mode: str = "auto") -> list[Action]:
+        self._cancel_checks = False
         prepared = self.context.prepare(self.session, self._tools(), mode)
         self._raw_estimate = prepared.raw
         self._prompt_id = self._next_id
@@ -336,6 +397,8 @@ class AgentMachine:
         if len(self._results) < len(self._calls):
             return []
         runaway = None
+        held = []
+        changed: list[str] = []
         for call in self._calls:
             feedback = self._results[call.id]
             repeats = self._count_failure(call, feedback)
@@ -347,14 +410,74 @@ class AgentMachine:
                     "so the turn was ended. Do not repeat it; change the arguments or tell "
                     "the person what went wrong.]"
                 )
+            held.append((feedback, call, note))
+            changed += _changed_paths(call, feedback)
+        wanted = targets(self._checks(), changed) if runaway is None else ()
+        if wanted:
+            self.state = State.CHECKING
+            self._held = held
+            self._cancel_checks = True
+            return [RunCheck(self._prompt_id, self._turn, wanted)]
+        for feedback, call, note in held:
             self._append_result(feedback, call, note)
         if runaway is not None:
             stop = f"stopped: {runaway} failed {RUNAWAY_REPEATS} times with the same arguments"
             return [Show("notice", f"{stop} and error"), *self._end_turn()]
+        return self._next_step()
+
+    def _on_check_done(self, msg: CheckDone) -> list[Action]:
+        specs = {spec.name: spec for spec in self._checks()}
+        lines: list[Action] = []
+        notes: list[str] = []
+        retry = exhausted_all = False
+        failing = [v for v in msg.verdicts if v.failing]
+        for verdict in msg.verdicts:
+            limit = specs[verdict.name].max_retries if verdict.name in specs else 0
+            if verdict.failing and self._retries[verdict.name] < limit:
+                self._retries[verdict.name] += 1
+                retry = True
+                count = self._retries[verdict.name]
+                lines.append(Show("check", verdict.status_line(count, limit, exhausted=False)))
+                notes.append(verdict.note())
+            elif verdict.failing:
+                lines.append(Show("check", verdict.status_line(0, limit, exhausted=True)))
+                notes.append(verdict.note(exhausted=True, max_retries=limit))
+            else:
+                spent = self._retries[verdict.name]
+                lines.append(Show("check", verdict.status_line(spent, limit, exhausted=False)))
+                if spent or verdict.timed_out is not None or verdict.not_run is not None:
+                    notes.append(verdict.note())
+        exhausted_all = bool(failing) and not retry
+        held, self._held = self._held, []
+        self._cancel_checks = False
+        last = max(
+            (n for n, (f, c, _) in enumerate(held) if _changed_paths(c, f)), default=len(held) - 1
+        )
+        for position, (feedback, call, note) in enumerate(held):
+            extra = "".join(f"\n{n}" for n in notes) if position == last else ""
+            self._append_result(feedback, call, note + extra)
+        if exhausted_all:
+            return [*lines, *self._end_turn()]
+        return [*lines, *self._next_step()]
+
+    def _next_step(self) -> list[Action]:
         if self._steps >= self.max_steps:
             return self._end_turn()
         self._calls, self._results = [], {}
         return self._start()
+
+    def _needs_baseline(self, call: ToolCall) -> list[CheckTarget]:
+        """The check targets `call` may change that this turn has no baseline of yet."""
+        found = [t for t in targets(self._checks(), _paths_of(call)) if t not in self._baselined]
+        self._baselined.update(found)
+        return found
+
+    def _new_turn(self) -> None:
+        self._steps = 0
+        self._failures.clear()
+        self._turn += 1
+        self._baselined.clear()
+        self._retries.clear()
 
     def _count_failure(
         self, call: ToolCall | InvalidToolCall, feedback: ToolExecutionFeedback
@@ -407,6 +530,32 @@ class AgentMachine:
         self._prompt_id = None
         self._partial = []
         self._calls, self._results = [], {}
+        self._held = []
+        self._cancel_checks = False
+
+
+def _paths_of(call: ToolCall | InvalidToolCall) -> list[str]:
+    """The root-relative paths a local changing call names (its arguments as given)."""
+    if not isinstance(call, ToolCall):
+        return []
+    keys = MOVING_TOOLS.get(call.name) or (
+        (CHANGING_TOOLS[call.name],) if call.name in CHANGING_TOOLS else ()
+    )
+    found = [call.arguments.get(key) for key in keys]
+    return [path.removeprefix("./") for path in found if isinstance(path, str)]
+
+
+def _changed_paths(call: ToolCall | InvalidToolCall, feedback: ToolExecutionFeedback) -> list[str]:
+    """The paths a local changing call changed: none when it failed or waits for approval."""
+    result = feedback.result or {}
+    if feedback.peer is not None or feedback.error or result.get("isError"):
+        return []
+    if (result.get("structuredContent") or {}).get("status") in (
+        "pending_approval",
+        "approval_required",
+    ):
+        return []
+    return _paths_of(call)
 
 
 def _wire_call(call: ToolCall | InvalidToolCall) -> dict[str, Any]:
@@ -461,6 +610,10 @@ _TRANSITIONS: dict[tuple[State, type], Callable[[AgentMachine, Any], list[Action
     (State.STREAMING, OracleDone): AgentMachine._on_done,
     (State.STREAMING, OracleFailed): AgentMachine._on_failed,
     (State.AWAITING_TOOLS, ToolExecutionFeedback): AgentMachine._on_feedback,
+    (State.CHECKING, CheckDone): AgentMachine._on_check_done,
+    (State.CHECKING, ToolExecutionFeedback): AgentMachine._on_feedback,
+    (State.CHECKING, UserPrompt): AgentMachine._on_queue,
+    (State.CHECKING, ApprovalResolved): AgentMachine._on_approval_resolved,
     (State.IDLE, InterruptAndSuggest): AgentMachine._on_idle_suggestion,
     (State.IDLE, Interrupt): AgentMachine._on_idle_interrupt,
 }

@@ -2,7 +2,7 @@
 
 Inbox of the agent (from the REPL, the oracle, tool runners, the env watcher):
 `UserPrompt`, `Interrupt`, `InterruptAndSuggest`, `OracleChunk`, `OracleDone`,
-`OracleFailed`, `ToolExecutionFeedback`, `UpdateEnv`, `CompactContext`.
+`OracleFailed`, `ToolExecutionFeedback`, `CheckDone`, `UpdateEnv`, `CompactContext`.
 
 Every inference has its own `prompt_id` (ADR-0012b): chunks, completions and
 tool feedback carry the id of the inference they belong to, so an answer that
@@ -14,11 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gbr_node.checks.verdict import Verdict
 from gbr_node.config.events import UpdateEnv
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 
 __all__ = [
     "ApprovalResolved",
+    "CheckDone",
     "CompactContext",
     "DirectPrompt",
     "Interrupt",
@@ -152,3 +154,13 @@ class ToolExecutionFeedback:
         parts = [c.get("text", "") for c in self.result.get("content", []) if isinstance(c, dict)]
         text = "\n".join(parts)
         return f"error: {text}" if self.result.get("isError") else text
+
+
+@dataclass(frozen=True)
+class CheckDone:
+    """The write check the agent asked for after inference `prompt_id`'s tool calls
+    ended (UNW-AI-01 / STD-DEV-01): one `Verdict` per check set, against the turn's
+    baseline. Stale, like any feedback, when `prompt_id` is not the current one."""
+
+    prompt_id: int
+    verdicts: tuple[Verdict, ...]

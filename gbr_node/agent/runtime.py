@@ -4,12 +4,19 @@
 cancel scope, so `/s` and Ctrl-C cut it at once) and every tool call runs.
 The loop itself only receives a message, asks `AgentMachine.handle` what to
 do, and starts or cancels tasks: it never awaits the network (ADR-0012b).
+
+Write checks (UNW-AI-01 / STD-DEV-01): a `TakeBaseline` runs the checks in a
+worker thread and keeps the runs as the turn's baseline; the answer's tool
+calls wait for it. A `RunCheck` runs them again and sends the verdicts
+(`checks.verdict.judge`) as `CheckDone`. Each inference's check processes
+share one `Stop`: `CancelCheck` (`/s`, Ctrl-C) kills them at once.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
@@ -17,13 +24,31 @@ from gbr_node.agent.dispatch import Dispatcher
 from gbr_node.agent.machine import (
     Action,
     AgentMachine,
+    CancelCheck,
     CancelInference,
+    RunCheck,
     RunTool,
     Show,
     StartInference,
+    TakeBaseline,
 )
-from gbr_node.agent.messages import DirectPrompt
+from gbr_node.agent.messages import CheckDone, DirectPrompt
 from gbr_node.agent.oracle import ChatModel, run_inference
+from gbr_node.checks.plan import CheckRun, CheckTarget
+from gbr_node.checks.verdict import judge
+from gbr_node.tools.process import Stop
+
+
+class Checks(Protocol):
+    """What the runtime needs of the profile's checks (`checks.runner.CheckRunner`)."""
+
+    def run(
+        self, wanted: tuple[CheckTarget, ...], stop: Stop | None = None
+    ) -> tuple[CheckRun, ...]: ...
+
+
+def _no_checks() -> Checks | None:
+    return None
 
 
 class AgentRuntime:
@@ -34,6 +59,8 @@ class AgentRuntime:
         model: returns the current model client.
         dispatcher: runs tool calls.
         render: called with every `Show` action, in order, from the trio thread.
+        checks: returns the checks in force (None: none).
+    `last_check` holds the runs of the last check (for `/check`).
     Use `inbox` (a trio MemorySendChannel) to send it `UserPrompt`,
     `Interrupt`, `InterruptAndSuggest`, `UpdateEnv` and feedback messages.
     """
@@ -44,6 +71,7 @@ class AgentRuntime:
         model: Callable[[], ChatModel],
         dispatcher: Dispatcher,
         render: Callable[[Show], None],
+        checks: Callable[[], Checks | None] = _no_checks,
     ) -> None:
         self.machine = machine
         self._model = model
@@ -53,6 +81,14 @@ class AgentRuntime:
         self._scopes: dict[int, trio.CancelScope] = {}
         self._idle = trio.Event()
         self._idle.set()
+        self._checks = checks
+        self._baseline: dict[CheckTarget, CheckRun] = {}
+        self._baseline_turn = 0
+        self._baseline_ready: dict[int, trio.Event] = {}
+        self._stops: dict[int, Stop] = {}
+        self.last_check: tuple[CheckRun, ...] = ()
+        self.checked: dict[CheckTarget, None] = {}
+        """Every target checked in this session, in order (`/check run` runs them again)."""
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         """Serve the inbox until cancelled; tasks it started are cancelled with it."""
@@ -81,7 +117,19 @@ class AgentRuntime:
             if scope is not None:
                 scope.cancel()
         elif isinstance(action, RunTool):
-            nursery.start_soon(self._dispatcher.run, action.prompt_id, action.call, self.inbox)
+            nursery.start_soon(self._run_tool, action)
+        elif isinstance(action, TakeBaseline):
+            self._baseline_ready[action.prompt_id] = trio.Event()
+            nursery.start_soon(self._take_baseline, action)
+        elif isinstance(action, RunCheck):
+            nursery.start_soon(self._run_check, action)
+        elif isinstance(action, CancelCheck):
+            stop = self._stops.pop(action.prompt_id, None)
+            if stop is not None:
+                stop.stop()
+            ready = self._baseline_ready.pop(action.prompt_id, None)
+            if ready is not None:
+                ready.set()
         elif isinstance(action, Show):
             self._render(action)
 
@@ -89,3 +137,40 @@ class AgentRuntime:
         with scope:
             await run_inference(self._model, prompt, self.inbox)
         self._scopes.pop(prompt.prompt_id, None)
+
+    async def _run_tool(self, action: RunTool) -> None:
+        ready = self._baseline_ready.get(action.prompt_id)
+        if ready is not None:
+            await ready.wait()
+        await self._dispatcher.run(action.prompt_id, action.call, self.inbox)
+
+    async def run_checks(self, wanted: tuple[CheckTarget, ...], stop: Stop) -> tuple[CheckRun, ...]:
+        """Run the checks `wanted` in a worker thread (killed by `stop`); () without checks.
+        Kept as `last_check`."""
+        checks = self._checks()
+        if checks is None or not wanted:
+            return ()
+        runs = await trio.to_thread.run_sync(checks.run, wanted, stop, abandon_on_cancel=True)
+        self.last_check = runs
+        self.checked.update(dict.fromkeys(wanted))
+        return runs
+
+    async def _take_baseline(self, action: TakeBaseline) -> None:
+        if action.turn != self._baseline_turn:
+            self._baseline, self._baseline_turn = {}, action.turn
+        stop = self._stops.setdefault(action.prompt_id, Stop())
+        try:
+            for run in await self.run_checks(action.targets, stop):
+                self._baseline[run.target] = run
+        finally:
+            self._stops.pop(action.prompt_id, None)
+            self._baseline_ready.pop(action.prompt_id, trio.Event()).set()
+
+    async def _run_check(self, action: RunCheck) -> None:
+        stop = self._stops.setdefault(action.prompt_id, Stop())
+        runs = await self.run_checks(action.targets, stop)
+        self._stops.pop(action.prompt_id, None)
+        if stop.stopped:
+            return
+        baseline = self._baseline if action.turn == self._baseline_turn else {}
+        await self.inbox.send(CheckDone(action.prompt_id, tuple(judge(runs, baseline))))

@@ -19,13 +19,15 @@ Shape (every key optional; defaults below):
     [mcp_servers.NAME] command (argv) and env, or url; tools; timeout_s
     [watch]      poll_interval_s
     [library]    environments, sources, prelookup, context_tokens
+    [checks.NAME] files, formatter, formatter_mode, check, timeout_s, max_retries
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from gbr_node.sandbox.protected import glob_to_regex
 
@@ -271,6 +273,94 @@ class LibraryConfig(_Frozen):
     context_tokens: Annotated[int, Field(ge=100, le=32000)] = 1500
 
 
+PATH_PLACEHOLDER = "{path}"
+"""Stands for the root-relative path of the file in a check set's commands."""
+
+
+def _command(value: object, key: str) -> object:
+    """A command given as one string (split like a shell would, without running one)
+    or as a list of strings, as a tuple of arguments."""
+    if isinstance(value, str):
+        try:
+            value = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"{key}: cannot split the command ({exc})") from exc
+        if not value:
+            raise ValueError(f"{key}: the command is empty")
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError(f"{key}: the command is empty")
+        if not all(isinstance(arg, str) and arg and "\x00" not in arg for arg in value):
+            raise ValueError(f"{key}: every argument must be a non-empty string")
+        return tuple(value)
+    return value
+
+
+Command = Annotated[
+    tuple[str, ...],
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+]
+"""A program and its arguments: one string split like a shell would, or a list."""
+
+
+class CheckSet(_Frozen):
+    """`[checks.NAME]`: format on save and the check of one set of files (UBQ-DEV-02,
+    UNW-AI-01 / STD-DEV-01). NAME is what the status lines say (`check NAME ok`).
+
+    `files`: root-relative globs of the files the set covers (as in
+    `protected_files`: `**/*.py` is any depth). `formatter`: the command
+    that formats one file; with `formatter_mode = "stdin"` it reads the content
+    on stdin and prints the formatted text (`ruff format --stdin-filename
+    {path} -`), with "in_place" it rewrites the file `{path}` names (the node
+    gives it a copy next to the file, never the file itself). `check`: the
+    command that checks the code, per file when it holds `{path}` (`ruff check
+    --quiet --output-format concise {path}`), else once for the project
+    (`cargo check --message-format short`); exit status 0 means no errors.
+    Commands are a string (split like a shell would, nothing expanded) or a list
+    of arguments; the program is looked up on PATH once, when the profile
+    loads (a path in argv[0] pins it; a relative one is taken from the root).
+    `timeout_s`: time limit of one formatter or check run, in seconds.
+    `max_retries`: how many times a turn's new errors are sent back to the model.
+    """
+
+    files: tuple[Annotated[str, Field(min_length=1)], ...] = Field(min_length=1)
+    formatter: Command | None = None
+    formatter_mode: Literal["stdin", "in_place"] = "stdin"
+    check: Command | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    max_retries: Annotated[int, Field(ge=0, le=20)] = 3
+
+    @field_validator("files")
+    @classmethod
+    def _globs_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            names = [n for n in pattern.split("/") if n not in ("", ".")]
+            if not names or ".." in names:
+                raise ValueError(f"{pattern!r} is not a root-relative glob (empty, or has '..')")
+            glob_to_regex(pattern)
+        return value
+
+    @field_validator("formatter", "check", mode="before")
+    @classmethod
+    def _split_command(cls, value: object, info: object) -> object:
+        return _command(value, getattr(info, "field_name", "command"))
+
+    @model_validator(mode="after")
+    def _in_place_names_the_file(self) -> CheckSet:
+        if (
+            self.formatter is not None
+            and self.formatter_mode == "in_place"
+            and not any(PATH_PLACEHOLDER in arg for arg in self.formatter)
+        ):
+            raise ValueError('formatter_mode = "in_place" needs {path} in the formatter command')
+        return self
+
+    @property
+    def per_file(self) -> bool:
+        """True when the check runs once per changed file (its command holds `{path}`)."""
+        return self.check is not None and any(PATH_PLACEHOLDER in arg for arg in self.check)
+
+
 class Profile(_Frozen):
     """A whole environment profile, as validated from one TOML document."""
 
@@ -295,6 +385,7 @@ class Profile(_Frozen):
     mcp_servers: dict[Annotated[str, Field(pattern=MCP_SERVER_NAME)], McpServerConfig] = {}
     watch: WatchConfig = WatchConfig()
     library: LibraryConfig = LibraryConfig()
+    checks: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], CheckSet] = {}
 
     @field_validator("mcp_servers")
     @classmethod

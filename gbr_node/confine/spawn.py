@@ -199,8 +199,10 @@ def spawn(
     abi: int,
     namespaces: bool,
     probe: list[tuple[str, object]] | None = None,
+    stdin: int | None = None,
 ) -> ConfinedProcess:
-    """Start `argv` (argv[0] absolute) confined by `policy`, stdin /dev/null.
+    """Start `argv` (argv[0] absolute) confined by `policy`; its stdin is the open file
+    descriptor `stdin` (the caller keeps and closes it), or /dev/null.
 
     `abi` and `namespaces` say which confinement to apply (`support.Support`).
     The plan is built now (protected paths as they exist now). Raises
@@ -225,11 +227,13 @@ def spawn(
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
-        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        opened = [out_r, out_w, err_r, err_w, status_r, status_w, devnull]
+        opened = [out_r, out_w, err_r, err_w, status_r, status_w]
+        if stdin is None:
+            stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            opened.append(stdin)
         common = namespaces and not policy.network
         pid, pidfd = ZYGOTE.request(
-            marshal.dumps(plan), (devnull, out_w, err_w, status_w), common=common
+            marshal.dumps(plan), (stdin, out_w, err_w, status_w), common=common
         )
     except BaseException as exc:
         for fd in opened:
@@ -239,7 +243,7 @@ def spawn(
         if isinstance(exc, OSError):
             raise NotConfined(f"not run: the confinement launcher failed: {exc}") from exc
         raise
-    for fd in (out_w, err_w, status_w, devnull):
+    for fd in (out_w, err_w, status_w, *opened[6:]):  # the /dev/null we opened, if any
         os.close(fd)
     return ConfinedProcess(pid, pidfd, out_r, err_r, status_r, private)
 

@@ -69,6 +69,8 @@ class NodeControl(Protocol):
 
     async def with_library_context(self, prompt: UserPrompt) -> UserPrompt: ...
 
+    async def check_command(self, args: str) -> str: ...
+
     def edit_approval(self, args: str) -> str:
         """`/edit N`, run in a worker thread while it owns the terminal."""
         ...
@@ -266,6 +268,8 @@ class Repl:
                     out(text)
             elif cmd.name == "lib":
                 out(await node.lib_command(cmd.args))
+            elif cmd.name == "check":
+                out(await node.check_command(cmd.args))
             elif cmd.name == "edit":
                 future = self._screen.suspend(lambda: node.edit_approval(cmd.args))
                 out(await trio.to_thread.run_sync(future.result))

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compact": ("", "leave old turns out of the next requests (/history keeps them)"),
     "usage": ("", "tokens, time and tool calls of this session (and cost, if priced)"),
     "env": ("[use NAME | reload]", "show, switch or reload the environment profile"),
+    "check": ("[run]", "show the last write check's full output; /check run runs the checks now"),
     "approvals": ("[--all]", "list approvals of protected writes (pending ones by default)"),
     "show": ("N", "details and diff of approval N"),
     "approve": ("N [--force]", "approve approval N and apply it"),

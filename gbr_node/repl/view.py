@@ -27,7 +27,7 @@ from typing import Any
 from gbr_node.agent.machine import Show
 from gbr_node.repl.blocks import Block, BlockSplitter
 from gbr_node.repl.markdown import render_block
-from gbr_node.repl.render import DIM, RED, RESET, YELLOW, short_arguments, status_line
+from gbr_node.repl.render import DIM, GREEN, RED, RESET, YELLOW, short_arguments, status_line
 from gbr_node.textcells import cut, plain, visible, wrap
 
 PROMPT = "› "
@@ -121,6 +121,10 @@ class View:
             return out + self._release()
         if kind == "error":
             return self._end_answer(width) + self._lines(f"{RED}error: {show.text}{RESET}")
+        if kind == "check":  # one status line per step of the write checks (issue 17)
+            ok = show.text.endswith(" ok") or " ok (" in show.text
+            colour = GREEN if ok else YELLOW
+            return self._end_answer(width) + self._lines(f"{colour}{show.text}{RESET}")
         if kind in ("notice", "stale"):
             if show.data.get("dropped"):
                 self._queued.clear()

@@ -46,7 +46,7 @@ from typing import Annotated
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
-from gbr_node.config.profile import CommandRule, RunCommandConfig
+from gbr_node.config.profile import RunCommandConfig
 from gbr_node.confine import for_commands
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
@@ -97,13 +97,16 @@ def trusted_search_path(search_path: str, root: Path) -> str:
     return os.pathsep.join(kept)
 
 
-def _locate(rule: CommandRule, root: Path, search_path: str) -> str | None:
-    if rule.path is not None:
-        candidate = Path(rule.path).expanduser()
+def locate_program(name: str, path: str | None, root: Path, search_path: str) -> str | None:
+    """The executable for program `name`: `path` when given (`~` expanded; a relative
+    one is taken from `root`), else `name` looked up on `search_path`; None when it is
+    not found or not executable."""
+    if path is not None:
+        candidate = Path(path).expanduser()
         candidate = candidate if candidate.is_absolute() else root / candidate
         ok = candidate.is_file() and os.access(candidate, os.X_OK)
         return str(candidate) if ok else None
-    return shutil.which(rule.name, path=search_path)
+    return shutil.which(name, path=search_path)
 
 
 def resolve_allow_list(
@@ -118,7 +121,7 @@ def resolve_allow_list(
     """
     allowed: dict[str, AllowedProgram] = {}
     for rule in config.allow:
-        executable = _locate(rule, root, search_path)
+        executable = locate_program(rule.name, rule.path, root, search_path)
         if executable is None:
             where = rule.path or "PATH"
             log.warning(

@@ -6,6 +6,14 @@ opened with O_NOFOLLOW where the OS has it, and written only through
 `ApprovalRequired` carrying the proposed full content, before anything on disk
 changes (EVD-AI-01). Text means UTF-8 without NUL bytes; anything else is
 refused as binary.
+
+Format on save (UBQ-DEV-02): with `SaveChecks` (the profile's `[checks]`),
+the new content of a covered file goes through its formatter before the
+atomic write, and the result says what happened and, when the text changed,
+gives the changed lines so the caller's next `edit_file` is not stale. A
+protected file's content is never formatted while it waits for approval.
+A peer's write (`CALLER` is not local) also gets the check's verdict in its
+result (UNW-AI-01): the baseline is taken before the write, the check after.
 """
 
 from __future__ import annotations
@@ -13,14 +21,18 @@ from __future__ import annotations
 import codecs
 import os
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import Field
 
+from gbr_node.checks.plan import FormatOutcome
+from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
-from gbr_node.tools.base import Params, Tool, ToolResult
+from gbr_node.tools.base import CALLER, Params, Tool, ToolResult
 from gbr_node.tools.rootlock import root_lock
 
 QUICK_READ_MAX_BYTES = 4 * 1024 * 1024
@@ -115,13 +127,23 @@ class EditFileParams(Params):
     replace_all: bool = Field(False, description="Replace every occurrence instead of exactly one.")
 
 
-class FileTools:
-    """Handlers of the file content tools, bound to one sandbox and read cap (bytes)."""
+class SaveChecks(Protocol):
+    """What the file tools need of the profile's checks (`checks.runner.CheckRunner`)."""
 
-    def __init__(self, sandbox: Sandbox, read_max_bytes: int):
+    def format(self, relative: str, before: str | None, content: str) -> FormatOutcome: ...
+
+    def peer_check(self, relative: str) -> Callable[[], Sequence[Verdict]] | None: ...
+
+
+class FileTools:
+    """Handlers of the file content tools, bound to one sandbox, read cap (bytes) and
+    the profile's checks (None: no format on save)."""
+
+    def __init__(self, sandbox: Sandbox, read_max_bytes: int, checks: SaveChecks | None = None):
         self._sandbox = sandbox
         self._cap = read_max_bytes
         self._changes = root_lock(sandbox.root)
+        self._checks = checks
 
     def read_file(self, params: ReadFileParams) -> ToolResult:
         """Numbered lines `offset`..`offset+limit-1`; says the total and what was cut.
@@ -166,11 +188,9 @@ class FileTools:
         where = self._sandbox.resolve(params.path)
         self._refuse_protected("write_file", where, params.content)
         existed = where.path.exists()
-        data = params.content.encode("utf-8")
-        with self._changes.shared():
-            self._sandbox.write_atomic(where.path, data)
+        before = self._old_text(where) if existed else None
         verb = "replaced" if existed else "created"
-        return ToolResult.text(f"{verb} {where.relative} ({len(data)} bytes)")
+        return self._save(where, before, params.content, f"{verb} {where.relative}")
 
     def edit_file(self, params: EditFileParams) -> ToolResult:
         """Replace `old_string` by `new_string`: exactly one match, or all with `replace_all`.
@@ -195,10 +215,44 @@ class FileTools:
             params.old_string, params.new_string, -1 if params.replace_all else 1
         )
         self._refuse_protected("edit_file", where, new_text)
-        with self._changes.shared():
-            self._sandbox.write_atomic(where.path, new_text.encode("utf-8"))
         noun = "occurrence" if count == 1 else "occurrences"
-        return ToolResult.text(f"edited {where.relative}: replaced {count} {noun}")
+        return self._save(
+            where, text, new_text, f"edited {where.relative}: replaced {count} {noun}"
+        )
+
+    def _old_text(self, where: Resolved) -> str | None:
+        """The text a file holds before the change (None without checks), or a NUL
+        (never a formatter's output) when it cannot be read as text: then it is not
+        formatted."""
+        if self._checks is None:
+            return None
+        try:
+            return load_text(self._sandbox, where.path, where.relative, self._cap)
+        except ToolError:
+            return "\x00"
+
+    def _save(self, where: Resolved, before: str | None, content: str, said: str) -> ToolResult:
+        """Format (UBQ-DEV-02), write atomically, and, for a peer, check (UNW-AI-01)."""
+        if self._checks is None:
+            data = content.encode("utf-8")
+            with self._changes.shared():
+                self._sandbox.write_atomic(where.path, data)
+            return ToolResult.text(f"{said} ({len(data)} bytes)" if before is None else said)
+        outcome = self._checks.format(where.relative, before, content)
+        after = self._checks.peer_check(where.relative) if CALLER.get()[0] != "local" else None
+        data = outcome.content.encode("utf-8")
+        with self._changes.shared():
+            self._sandbox.write_atomic(where.path, data)
+        lines = [f"{said} ({len(data)} bytes)"]
+        note = format_note(outcome, content)
+        if note:
+            lines.append(note)
+        structured: dict = {"format": outcome.status}
+        if after is not None:
+            verdicts = after()
+            lines += [v.note() for v in verdicts]
+            structured["check"] = [v.summary() for v in verdicts]
+        return ToolResult.text("\n".join(lines), structured=structured)
 
     @staticmethod
     def _refuse_protected(tool: str, where: Resolved, content: str) -> None:
@@ -206,9 +260,12 @@ class FileTools:
             raise ApprovalRequired(tool, where.relative, str(where.path), content=content)
 
 
-def file_tools(config: ToolsConfig, sandbox: Sandbox) -> list[Tool]:
-    """`read_file`, `write_file` and `edit_file`, bound to `sandbox`."""
-    handlers = FileTools(sandbox, config.read_max_bytes)
+def file_tools(
+    config: ToolsConfig, sandbox: Sandbox, checks: SaveChecks | None = None
+) -> list[Tool]:
+    """`read_file`, `write_file` and `edit_file`, bound to `sandbox` (and, for format on
+    save, to `checks`)."""
+    handlers = FileTools(sandbox, config.read_max_bytes, checks)
     cap = config.read_max_bytes
     return [
         Tool(

@@ -14,6 +14,9 @@ Two kinds of child, one loop:
   in a new session, so it and the children that stay in its process group
   can be killed at once.
 
+A `Stop` ends a run from another thread at once (the agent's `/s` during a
+write check): the program and what it started are killed as at the time limit.
+
 Processes still running when the interpreter exits (the node stopped by
 Ctrl-C, SIGTERM or /quit mid-command) are killed then too
 (`kill_running_groups`, registered with `atexit`); after a SIGKILL of the node,
@@ -33,9 +36,10 @@ import os
 import selectors
 import signal
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +61,8 @@ class Completed:
     `exit_code` is the program's exit status (negative: killed by that signal),
     `timed_out` says the time limit ran out before it exited (then it and what
     it started were killed), `stdout`/`stderr` are the kept bytes,
-    and `dropped_bytes` counts output read past the cap and thrown away.
+    `dropped_bytes` counts output read past the cap and thrown away, and
+    `stopped` says a `Stop` killed it.
     """
 
     exit_code: int
@@ -65,6 +70,7 @@ class Completed:
     stdout: bytes
     stderr: bytes
     dropped_bytes: int
+    stopped: bool = False
 
 
 CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
@@ -74,16 +80,64 @@ CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
 waiting for it; `run_bounded` then kills the program and returns."""
 
 
+class Stop:
+    """Stops `run_bounded` calls from any thread (thread-safe).
+
+    `stop()` kills the running program and everything it started with SIGKILL
+    at once; a run that starts after `stop()` is killed as soon as it has
+    started. `stopped` says whether `stop()` was called.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kill: Callable[[], None] | None = None
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Kill the program being run now (if any) and every later one."""
+        with self._lock:
+            self.stopped = True
+            kill = self._kill
+        if kill is not None:
+            kill()
+
+    def attach(self, kill: Callable[[], None] | None) -> None:
+        """`run_bounded`'s side: `kill` ends the program running now (None once it is
+        reaped, so that a late `stop()` cannot signal a reused process id)."""
+        with self._lock:
+            self._kill = kill
+            stopped = self.stopped
+        if stopped and kill is not None:
+            kill()
+
+
+def _input_fd(data: bytes) -> int:
+    """A readable file descriptor holding `data` from offset 0 (a memfd, or an unlinked
+    temporary file where there are none); the caller closes it."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("gbr-stdin", os.MFD_CLOEXEC)
+    else:
+        with tempfile.TemporaryFile() as handle:
+            fd = os.dup(handle.fileno())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 class _Unconfined:
     """A Popen child in its own session; `kill` kills its process group."""
 
-    def __init__(self, args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, args: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: int | None
+    ) -> None:
         try:
             self._proc = subprocess.Popen(
                 list(args),
                 cwd=cwd,
                 env=dict(env),
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if stdin is None else stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
@@ -94,6 +148,10 @@ class _Unconfined:
         assert self._proc.stdout is not None and self._proc.stderr is not None
         self.outputs = (self._proc.stdout.fileno(), self._proc.stderr.fileno())
         self.status = None
+        self.exit_fd: int | None = None  # readable once the leader exited (Linux pidfd)
+        if hasattr(os, "pidfd_open"):
+            with contextlib.suppress(OSError):
+                self.exit_fd = os.pidfd_open(self._proc.pid)
 
     def has_exited(self) -> bool:
         """True once the leader has exited. Where `os.waitid` exists it is left a
@@ -117,6 +175,9 @@ class _Unconfined:
         for stream in (self._proc.stdout, self._proc.stderr):
             if stream is not None:
                 stream.close()
+        if self.exit_fd is not None:
+            os.close(self.exit_fd)
+            self.exit_fd = None
 
 
 class _Confined:
@@ -129,10 +190,17 @@ class _Confined:
         args: Sequence[str],
         cwd: Path,
         env: Mapping[str, str],
+        stdin: int | None,
     ) -> None:
         self._program = args[0]
         self._process = spawn(
-            policy, list(args), cwd=cwd, env=env, abi=found.abi, namespaces=found.namespaces
+            policy,
+            list(args),
+            cwd=cwd,
+            env=env,
+            abi=found.abi,
+            namespaces=found.namespaces,
+            stdin=stdin,
         )
         self.outputs = (self._process.stdout, self._process.stderr)
         self.status = self._process.status
@@ -218,13 +286,16 @@ def run_bounded(
     timeout_s: float,
     max_output_bytes: int,
     policy: CommandPolicy | None = None,
+    stdin: bytes | None = None,
+    stop: Stop | None = None,
 ) -> Completed:
     """Run `args` (args[0] an absolute executable; no shell) in `cwd` with `env`.
 
     Blocks at most about `timeout_s` seconds (plus the time a SIGKILL takes).
-    stdin is /dev/null. When the time runs out, or when the program exits while
-    processes it started still run, or when the caller sets the `CANCEL` event
-    of this context (checked every `_POLL_S` seconds), they are all killed
+    stdin is `stdin` (bytes the program reads from offset 0), else /dev/null.
+    When the time runs out, when `stop` is stopped, when the caller sets the
+    `CANCEL` event of this context (checked every `_POLL_S` seconds), or when the
+    program exits while processes it started still run, they are all killed
     with SIGKILL.
     `policy` confines the program as `confinement(policy)` says (GBR-CONF-01);
     a confined program also gets its own TMPDIR and HOME (`confine.plan`).
@@ -234,19 +305,26 @@ def run_bounded(
         NotConfined: the policy could not be applied; nothing ran.
     """
     found = confinement(policy)
-    if found is not None and policy is not None:
-        child: _Child = _Confined(policy, found, args, cwd, env)
-    else:
-        child = _Unconfined(args, cwd, env)
+    cancel = CANCEL.get() or threading.Event()
+    stdin_fd = None if stdin is None else _input_fd(stdin)
+    try:
+        if found is not None and policy is not None:
+            child: _Child = _Confined(policy, found, args, cwd, env, stdin_fd)
+        else:
+            child = _Unconfined(args, cwd, env, stdin_fd)
+    finally:
+        if stdin_fd is not None:
+            os.close(stdin_fd)
     with _running_lock:
         _running.add(child)
+    if stop is not None:
+        stop.attach(child.kill)
     out_fd, err_fd = child.outputs
     kept = {out_fd: bytearray(), err_fd: bytearray()}
     budget = max_output_bytes
     dropped = 0
     deadline = time.monotonic() + timeout_s
     exited = timed_out = False
-    cancel = CANCEL.get() or threading.Event()
     selector = selectors.DefaultSelector()
     try:
         for fd in (*kept, child.status):
@@ -277,8 +355,12 @@ def run_bounded(
                 deadline = min(deadline, time.monotonic() + _DRAIN_AFTER_EXIT_S)
         if not exited and not timed_out and not cancel.is_set():
             timed_out = not _wait_exit(child, selector, deadline, cancel)
+        if stop is not None:
+            stop.attach(None)
         exit_code = child.finish()
     finally:
+        if stop is not None:
+            stop.attach(None)
         selector.close()
         child.kill()
         with _running_lock:
@@ -290,6 +372,7 @@ def run_bounded(
         stdout=bytes(kept[out_fd]),
         stderr=bytes(kept[err_fd]),
         dropped_bytes=dropped,
+        stopped=stop is not None and stop.stopped,
     )
 
 
@@ -297,12 +380,19 @@ def _wait_exit(
     child: _Child, selector: selectors.BaseSelector, deadline: float, cancel: threading.Event
 ) -> bool:
     """Both output pipes closed but the program still runs: wait for its exit until
-    `deadline` or until `cancel` is set; False when the time ran out."""
+    `deadline` or until `cancel` is set; False when the time ran out. An unconfined
+    child's pidfd wakes the wait at its exit (else it is polled every `_POLL_S`
+    seconds)."""
+    exit_fd = getattr(child, "exit_fd", None)
+    if exit_fd is not None:
+        selector.register(exit_fd, selectors.EVENT_READ)
     while not child.has_exited() and not cancel.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
         for key, _ in selector.select(min(remaining, _POLL_S)):
+            if key.fd == exit_fd:
+                continue
             chunk = os.read(key.fd, _CHUNK_BYTES)
             child.on_status(chunk)
             if not chunk:

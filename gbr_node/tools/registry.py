@@ -12,7 +12,6 @@ errors to MCP-shaped outcomes:
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import logging
 import os
@@ -28,21 +27,14 @@ from gbr_node.errors import ApprovalRequired, InvalidArguments, ToolError, Unkno
 from gbr_node.library.index import LibraryIndex
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools import commands, files, process, search, tree
-from gbr_node.tools.base import Tool, ToolResult
+from gbr_node.tools.base import CALLER, Tool, ToolResult
 from gbr_node.tools.library import library_tools
 
-__all__ = ["Registry", "Tool", "ToolResult", "approval_required_result", "build_registry"]
+__all__ = ["CALLER", "Registry", "Tool", "ToolResult", "approval_required_result", "build_registry"]
 
 log = logging.getLogger(__name__)
 
 ApprovalHandler = Callable[[ApprovalRequired], ToolResult]
-
-CALLER: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar(
-    "gbr_caller", default=("local", None)
-)
-"""Who the tool call being run is for: ("local", None), or (peer ID, alias) when
-the RPC host runs it for a peer. Set by the caller before running the tool; trio
-carries it into the worker thread. Approvals record it as the requester."""
 
 
 def approval_required_result(exc: ApprovalRequired) -> ToolResult:
@@ -160,6 +152,7 @@ def build_registry(
     on_approval: ApprovalHandler | None = None,
     extra: Iterable[Tool] = (),
     library: LibraryIndex | None = None,
+    checks: files.SaveChecks | None = None,
 ) -> Registry:
     """Build the registry of the tools `tools` enables, bound to `sandbox`.
 
@@ -172,9 +165,10 @@ def build_registry(
     warning. `on_approval` is passed to `Registry`. `extra` tools (the node's
     own, such as `approval_status`) are added whatever `tools` says.
     `search_library` and `read_library` exist when a `library` index is given
-    (issue 18).
+    (issue 18). `checks` formats what write_file and edit_file save (UBQ-DEV-02,
+    `files.SaveChecks`).
     """
-    built = (*files.file_tools(tools, sandbox), *tree.tree_tools(sandbox))
+    built = (*files.file_tools(tools, sandbox, checks), *tree.tree_tools(sandbox))
     available = {tool.name: tool for tool in (*built, search.search_tool(tools, sandbox))}
     if library is not None:
         available.update((tool.name, tool) for tool in library_tools(library))

@@ -1,0 +1,319 @@
+"""Write checks through a real pseudo-terminal, the real test model server and real ruff
+(UBQ-DEV-02 format on save, UNW-AI-01 / STD-DEV-01 silent self-correction).
+
+The model server records every request; the assertions read what the model
+was sent and what the person sees on the rendered screen.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import TIMEOUT_S, gbr, write_profile
+from tests.e2e.p2p_helpers import (
+    Identity,
+    ServeProcess,
+    children_running,
+    gbr_call,
+    write_serving_profile,
+)
+from tests.support.replies import text_reply, tool_call_reply
+
+RUFF = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+RUFF_CHECKS = f"""
+[checks.ruff]
+files = ["**/*.py"]
+formatter = ["{RUFF}", "format", "--stdin-filename", "{{path}}", "-"]
+check = ["{RUFF}", "check", "--quiet", "--no-cache", "--output-format", "concise", "{{path}}"]
+"""
+# A check whose failures print a full Python traceback (ast.parse raising).
+TRACEBACK_CHECKS = f"""
+[checks.parse]
+files = ["**/*.py"]
+check = ["{sys.executable}", "-c", "{{PARSE}}", "{{path}}"]
+"""
+TRACEBACK_CHECKS = TRACEBACK_CHECKS.replace(
+    "{PARSE}", "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])"
+)
+BROKEN = "def area(w, h:\n    return w * h\n"
+FIXED = "def area(w, h):\n    return w * h\n"
+UGLY = "x=1\ndef area( w,h ):\n  return w*h\n"
+
+
+def ruff_format(text: str, name: str = "app.py") -> str:
+    done = subprocess.run(
+        [RUFF, "format", "--stdin-filename", name, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def tool_messages(body) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def assert_all_valid(server):
+    problems = [r.problem for r in server.requests if r.problem]
+    assert problems == [], problems
+
+
+@pytest.fixture
+def with_checks(project, model_server):
+    def write(extra: str) -> None:
+        write_profile(project, model_server.base_url, extra)
+
+    return write
+
+
+def test_a_syntax_error_goes_back_to_the_model_silently_and_its_fix_passes(
+    project, with_checks, run_node, model_server
+):
+    with_checks(RUFF_CHECKS)
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "app.py", "content": BROKEN}),
+        tool_call_reply("write_file", {"path": "app.py", "content": FIXED}),
+        text_reply("Done: area() is in app.py."),
+    )
+    term = run_node()
+    term.sendline("write an area function in app.py")
+    term.expect(r"Done: area\(\) is in app\.py\.")
+    screen = term.text()
+    assert "check ruff: 2 new errors -> retry 1/3" in screen
+    assert "check ruff ok (after 1 retry)" in screen
+    assert "invalid-syntax" not in screen and "Traceback" not in screen
+    bodies = model_server.chat_bodies
+    assert len(bodies) == 3
+    told = tool_messages(bodies[1])[-1]
+    assert "[check ruff: 2 new errors after this change; fix them:]" in told
+    assert "app.py:1:15: invalid-syntax" in told and "app.py:2:5: invalid-syntax" in told
+    assert "check ruff" not in "".join(tool_messages(bodies[0]))
+    assert (project / "app.py").read_text() == FIXED
+    assert_all_valid(model_server)
+
+
+def test_a_check_still_failing_stops_after_max_retries_and_no_traceback_is_shown(
+    project, with_checks, run_node, model_server
+):
+    with_checks(TRACEBACK_CHECKS.replace("[checks.parse]", "[checks.parse]\nmax_retries = 2"))
+    model_server.enqueue(
+        *(tool_call_reply("write_file", {"path": "app.py", "content": BROKEN}) for _ in range(3)),
+        text_reply("never asked for"),
+    )
+    term = run_node()
+    term.sendline("write an area function in app.py")
+    term.expect(r"check parse still failing after 2 retries \(/check shows it\)")
+    time.sleep(0.5)  # room for a fourth request, had one been sent
+    term.pump()
+    screen = term.text()
+    assert "check parse: 1 new error -> retry 1/2" in screen
+    assert "check parse: 1 new error -> retry 2/2" in screen
+    assert "Traceback" not in screen and "SyntaxError" not in screen
+    bodies = model_server.chat_bodies
+    assert len(bodies) == 3  # the first answer and two retries; no fourth request
+    told = tool_messages(bodies[1])[-1]
+    assert "app.py:1: SyntaxError" in told
+    assert "Traceback" not in told and "ast.py" not in told
+    term.sendline("/check")
+    term.expect("Traceback")  # the full output, because the person asked for it
+    assert model_server.replies_left == 1
+    (project / "app.py").write_text(FIXED)
+    term.sendline("/check run")
+    term.expect(r"check parse \(app\.py\): ok")
+
+
+def test_errors_already_in_the_file_before_the_turn_do_not_block_it(
+    project, with_checks, run_node, model_server
+):
+    with_checks(RUFF_CHECKS)
+    (project / "app.py").write_text("import os\n")  # F401, there before the turn
+    model_server.enqueue(
+        tool_call_reply(
+            "edit_file",
+            {"path": "app.py", "old_string": "import os\n", "new_string": "import os\n\nX = 1\n"},
+        ),
+        text_reply("Added X."),
+    )
+    term = run_node()
+    term.sendline("add a constant X")
+    term.expect("Added X.")
+    assert "check ruff ok (1 error was there before this turn)" in term.text()
+    bodies = model_server.chat_bodies
+    assert len(bodies) == 2
+    assert "new error" not in tool_messages(bodies[1])[-1]
+
+
+def test_badly_formatted_code_is_saved_formatted_and_the_next_edit_against_it_succeeds(
+    project, with_checks, run_node, model_server
+):
+    with_checks(RUFF_CHECKS)
+    formatted = ruff_format(UGLY)
+    assert formatted != UGLY
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "app.py", "content": UGLY}),
+        tool_call_reply(
+            "edit_file",
+            {
+                "path": "app.py",
+                "old_string": "def area(w, h):\n    return w * h",
+                "new_string": "def area(w, h):\n    return abs(w * h)",
+            },
+        ),
+        text_reply("Formatted and edited."),
+    )
+    term = run_node()
+    term.sendline("write app.py")
+    term.expect("Formatted and edited.")
+    bodies = model_server.chat_bodies
+    wrote = tool_messages(bodies[1])[-1]
+    assert "reformatted by formatter ruff" in wrote
+    assert "def area(w, h):" in wrote  # what it needs for its next edit_file
+    edited = tool_messages(bodies[2])[-1]
+    assert edited.startswith("edited app.py: replaced 1 occurrence"), edited
+    assert (project / "app.py").read_text() == formatted.replace("w * h", "abs(w * h)")
+
+
+def test_a_one_line_edit_of_an_unformatted_file_leaves_the_rest_byte_for_byte(
+    project, with_checks, run_node, model_server
+):
+    with_checks(RUFF_CHECKS)
+    original = "x=1\ny  =  [1,2,\n   3]\ndef f( a ):\n  return a\n"
+    (project / "legacy.py").write_bytes(original.encode())
+    model_server.enqueue(
+        tool_call_reply(
+            "edit_file", {"path": "legacy.py", "old_string": "x=1", "new_string": "x=2"}
+        ),
+        text_reply("Changed x."),
+    )
+    term = run_node()
+    term.sendline("set x to 2")
+    term.expect("Changed x.")
+    assert (project / "legacy.py").read_bytes() == original.replace("x=1", "x=2").encode()
+    result = tool_messages(model_server.chat_bodies[1])[-1]
+    assert (
+        "not formatted by formatter ruff: the file was not formatted before this change" in result
+    )
+
+
+def test_a_hanging_check_is_killed_at_its_time_limit_and_reported(
+    project, with_checks, run_node, model_server
+):
+    sleep = shutil.which("sleep")
+    with_checks(f'[checks.slow]\nfiles = ["**/*.py"]\ncheck = ["{sleep}", "60"]\ntimeout_s = 1\n')
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "app.py", "content": FIXED}),
+        text_reply("Written."),
+    )
+    term = run_node()
+    term.sendline("write app.py")
+    term.expect("Written.")
+    assert "check slow timed out after 1 s (killed)" in term.text()
+    told = tool_messages(model_server.chat_bodies[1])[-1]
+    assert "[check slow timed out after 1 s; its result is unknown]" in told
+    assert children_running(term.child.pid, "sleep") == []
+
+
+def test_s_during_a_check_kills_it_and_sends_the_suggestion(
+    project, with_checks, run_node, model_server
+):
+    shell = shutil.which("sh")
+    with_checks(  # per file ($0 is the path): a new file has no baseline to take
+        f'[checks.slow]\nfiles = ["**/*.py"]\ncheck = ["{shell}", "-c", "sleep 60", "{{path}}"]\n'
+        "timeout_s = 120\n"
+    )
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "new.py", "content": FIXED}),
+        text_reply("Stopped checking."),
+    )
+    term = run_node()
+    term.sendline("write new.py")
+    deadline = time.monotonic() + TIMEOUT_S
+    while not children_running(term.child.pid, "sleep"):
+        assert time.monotonic() < deadline, term.text()
+        term.pump(0.02)
+    sent = time.monotonic()
+    term.sendline("/s skip the check")
+    term.expect("Stopped checking.")
+    chats = [r for r in model_server.requests if r.path.endswith("/chat/completions")]
+    assert len(chats) == 2
+    took = chats[-1].at - sent
+    assert took < 5, f"the re-prompt came {took:.1f} s after /s: the check was not cut"
+    assert "check stopped (interrupted)" in term.text()
+    assert children_running(term.child.pid, "sleep") == []
+    last = model_server.chat_bodies[-1]["messages"]
+    assert last[-1]["content"].endswith("skip the check")
+    assert_all_valid(model_server)
+
+
+def test_a_peers_write_through_serve_is_formatted_and_carries_the_check_outcome(tmp_path):
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    server_id, alice = Identity(keys / "server.key"), Identity(keys / "alice.key")
+    root = tmp_path / "served"
+    root.mkdir()
+    write_serving_profile(
+        root, {"alice": (alice.peer_id, ["write_file", "edit_file"])}, extra=RUFF_CHECKS
+    )
+    server = ServeProcess(root, tmp_path / "home-server", server_id)
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    try:
+        ugly = gbr_call(
+            caller,
+            tmp_path / "home-alice",
+            alice,
+            server.addr,
+            "write_file",
+            json.dumps({"path": "pkg/app.py", "content": UGLY}),
+        )
+        assert ugly.returncode == 0, ugly.stderr
+        assert (root / "pkg/app.py").read_text() == ruff_format(UGLY)
+        assert "reformatted by formatter ruff" in ugly.stdout
+        assert "[check ruff: ok, no new errors]" in ugly.stdout
+        broken = gbr_call(
+            caller,
+            tmp_path / "home-alice",
+            alice,
+            server.addr,
+            "write_file",
+            json.dumps({"path": "pkg/bad.py", "content": BROKEN}),
+        )
+        assert "not formatted: the formatter failed" in broken.stdout
+        assert "[check ruff: 2 new errors after this change; fix them:]" in broken.stdout
+        assert "pkg/bad.py:1:" in broken.stdout
+        assert (root / "pkg/bad.py").read_text() == BROKEN
+    finally:
+        server.stop()
+
+
+def test_init_writes_checks_that_fit_the_project_and_env_check_shows_them(tmp_path):
+    project = tmp_path / "py"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    home = tmp_path / "home"
+    env_path = f"{Path(RUFF).parent}:/usr/bin:/bin"
+    done = subprocess.run(
+        [sys.executable, "-m", "gbr_node", "init"],
+        cwd=project,
+        env={"HOME": str(home), "PATH": env_path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "with write checks for: pyproject.toml" in done.stdout
+    text = (project / ".gbr_envs" / "default.toml").read_text()
+    assert '[checks.python]\nfiles = ["**/*.py"]\nformatter = "ruff format' in text
+    shown = gbr(project, "env", "check", home=home)
+    assert shown.returncode == 0, shown.stderr
+    assert "# checks in force:" in shown.stdout
+    assert "#  python: files **/*.py; format: ruff format --stdin-filename {path} -" in shown.stdout
