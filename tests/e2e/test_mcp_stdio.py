@@ -88,7 +88,8 @@ async def test_a_modern_client_hears_list_changed_on_its_listen_stream(project):
             with trio.fail_after(WAIT_S):
                 event = await subscription.__anext__()
             assert type(event).__name__ == "ToolsListChanged"
-        assert await tool_names(session) == ["read_file", "approval_status"]
+        # approval_status goes with the writing tools (issue 14)
+        assert await tool_names(session) == ["read_file"]
 
 
 async def test_a_legacy_client_hears_list_changed_on_its_connection(project):
@@ -105,7 +106,7 @@ async def test_a_legacy_client_hears_list_changed_on_its_connection(project):
         write_mcp_profile(project, '[tools]\nenabled = ["read_file", "list_dir"]')
         with trio.fail_after(WAIT_S):
             await heard.wait()
-        assert await tool_names(session) == ["read_file", "list_dir", "approval_status"]
+        assert await tool_names(session) == ["read_file", "list_dir"]  # no writing tool
 
 
 async def test_a_big_result_is_capped_with_a_note_on_paging(project):
