@@ -128,10 +128,14 @@ async def _run_attack(name: str, addr: str) -> None:
     """The attacking process: the flood until stdin closes, at the lowest CPU priority.
 
     On a real network the attacker spends its own machine's CPU; here it shares
-    this one, so it gets only what the node and the trusted peer leave over.
+    this one, so it gets only what the node and the trusted peer leave over (and,
+    when the bench runs under `chrt -f` on a shared machine, it leaves the real-time
+    class the node and the trusted peer keep).
     """
     from gbr_node.p2p.logs import route_libp2p_logs
 
+    if os.sched_getscheduler(0) != os.SCHED_OTHER:  # the bench runs under `chrt -f`
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     os.nice(int(os.environ.get("GBR_FLOOD_NICE", "19")))
     route_libp2p_logs(None)  # the attacked node's refusals are expected
     async with trio.open_nursery() as nursery:
