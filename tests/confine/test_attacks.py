@@ -122,7 +122,8 @@ def helper_died(world: World, output: str, context: Context) -> bool:
 
 
 def late_marker(world: World, output: str, context: Context) -> bool:
-    """The daemon writes root/work/late.txt 1 s after it starts: did it live that long?"""
+    """The daemon writes late.txt in the root's `work` folder 1 s after it starts: did it
+    live that long?"""
     deadline = time.monotonic() + 2.5
     while time.monotonic() < deadline:
         if (world.root / "work" / "late.txt").exists():
@@ -138,7 +139,7 @@ def daemon(context_extra: str) -> str:
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
         "        os.execv('/bin/sh', ['sh', '-c', "
-        "'sleep 1; echo late > {root}/work/late.txt; sleep {nap}'])\n"
+        "'sleep 1; cd {root}/work && echo late > late.txt; sleep {nap}'])\n"
         "    os._exit(0)\n" + context_extra
     )
 
