@@ -131,6 +131,7 @@ class Node:
         self.apply_profile(loaded)
         self.dispatcher = Dispatcher(lambda: self.registry)
         self.peers: PeerDirectory | None = None
+        self._heard: set[tuple[str, int]] = set()
         self.host: P2PHost | None = None
         self.choice: ModelChoice | None = None
         self.client: ModelClient | None = None
@@ -447,33 +448,45 @@ class Node:
                 return
 
     async def redeliver_forever(self) -> None:
-        """Every few seconds, retry outcomes for peers that are connected again."""
+        """Every few seconds, retry outcomes for peers that are connected again, and
+        reach again peers whose outcomes our agent awaits (`PeerDirectory.reconnect_awaited`)."""
         while True:
             await trio.sleep(REDELIVERY_INTERVAL_S)
+            if self.peers is not None:
+                for alias, peer_id, params in await self.peers.reconnect_awaited():
+                    await self._peer_outcome(alias, peer_id, params)
             connected = set(self.host.connected_peers()) if self.host else set()
             for peer_id in list(self.undelivered):
                 if peer_id in connected:
                     await self.deliver_outcomes(peer_id)
 
     async def on_notify(self, grant: Grant, method: str, params: dict[str, Any]) -> None:
-        """A notification from a trusted peer: an approval outcome. It goes to the agent
-        only if the agent's own call got that approval's "pending" result; one asked
-        for by, say, `gbr-node call` with the same identity is only shown."""
+        """A notification from a trusted peer: an approval outcome (`_peer_outcome`)."""
         if method != APPROVAL_RESOLVED:
             log.info("ignored %s from %s", method, grant.alias)
             return
-        text = f"[from peer {grant.alias}] {params.get('text', '')}"
+        await self._peer_outcome(grant.alias, grant.peer_id, params)
+
+    async def _peer_outcome(self, alias: str, peer_id: str, params: dict[str, Any]) -> None:
+        """A peer's approval outcome, notified or found by `reconnect_awaited`. It goes to
+        the agent only if the agent's own call got that approval's "pending" result; one
+        asked for by, say, `gbr-node call` with the same identity is only shown. Told
+        twice (the peer's redelivery after our own query), it is shown once."""
         number = params.get("approval_id", 0)
-        asked = (grant.peer_id, number)
+        asked = (peer_id, number)
+        if asked in self._heard:
+            return
         ours = self.peers is not None and asked in self.peers.awaiting
         status = params.get("status")
         why = f": {params.get('text', '')}" if status in ("rejected", "failed") else ""
         self.notice(
-            f"peer {grant.alias}: approval #{number} {status}{why}"
+            f"peer {alias}: approval #{number} {status}{why}"
             + ("" if ours else " (asked by another process with this identity, not the agent)")
         )
-        if ours and self.runtime is not None:
+        if ours and self.peers is not None and self.runtime is not None:
             self.peers.awaiting.discard(asked)
+            self._heard.add(asked)
+            text = f"[from peer {alias}] {params.get('text', '')}"
             await self.runtime.inbox.send(ApprovalResolved(number, text))
 
     # -- the library lookup (issue 18, STD-AI-01) ---------------------------

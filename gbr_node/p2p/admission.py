@@ -17,7 +17,9 @@ Pure: numbers and tables, no sockets, no trio, no libp2p. `GbrSwarm`
    `max_streams_untrusted` streams and `untrusted_receive_bytes` of unread
    data. It exists only to be told "unauthorized".
 3. Established, trusted: never counted against the above (room is always
-   left for them); closed after `idle_timeout_s` without a stream.
+   left for them); closed after `idle_timeout_s` without a stream. One peer
+   ID keeps up to `max_connections_per_peer` connections (the processes that
+   share an identity), the idlest and oldest trimmed beyond that.
 
 Outbound connections (this node dialed them) are not limited here.
 """
@@ -53,6 +55,7 @@ class ConnectionLimits:
     max_streams_trusted: int = 256
     trusted_receive_bytes: int = 64 * 1024 * 1024
     idle_timeout_s: float = 300.0
+    max_connections_per_peer: int = 8
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

@@ -235,8 +235,9 @@ class P2PHost:
         """Open a stream speaking `protocol_id` to `target`, dialing first if needed.
 
         `target` is as for `connect()`; `timeout_s` (seconds) bounds dialing
-        and protocol negotiation together. The caller owns the returned stream
-        and must `aclose()` it.
+        and protocol negotiation together. A connection that closes before the
+        stream opens on it is dialed once more. The caller owns the returned
+        stream and must `aclose()` it.
 
         Raises:
             GbrError: `target` is neither a peer ID nor a `/p2p/` multiaddr.
@@ -245,8 +246,23 @@ class P2PHost:
         """
         await self.connect(target, timeout_s=timeout_s)
         pid = parse_target(target)[0]
+        deadline = trio.current_time() + timeout_s
         try:
-            with trio.fail_after(timeout_s):
+            return await self._open_stream(target, pid, protocol_id, deadline, timeout_s)
+        except PeerUnreachable:
+            if self._has_live_connection(pid) or trio.current_time() >= deadline:
+                raise
+        # The connection chosen closed before the stream opened on it (the peer's
+        # idle timeout, a disconnect under way): py-libp2p's fallback re-dials from
+        # its peerstore, which holds none of our addresses, so dial once more here.
+        await self.connect(target, timeout_s=deadline - trio.current_time())
+        return await self._open_stream(target, pid, protocol_id, deadline, timeout_s)
+
+    async def _open_stream(
+        self, target: str, pid: ID, protocol_id: str, deadline: float, timeout_s: float
+    ) -> Libp2pByteStream:
+        try:
+            with trio.fail_at(deadline):
                 net_stream = await self._host.new_stream(pid, [TProtocol(protocol_id)])
         except trio.TooSlowError as exc:
             raise PeerUnreachable(

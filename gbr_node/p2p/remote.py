@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import trio
+
 from gbr_node.config.profile import TrustedPeer
 from gbr_node.errors import GbrError, UnknownTool
 from gbr_node.p2p.host import P2PHost
@@ -21,6 +23,9 @@ from gbr_node.p2p.service import call_tool, list_tools
 from gbr_node.rpc.server import Limits
 
 SEPARATOR = "__"
+RECONNECT_TIMEOUT_S = 5.0
+SETTLED = ("applied", "rejected", "failed")
+"""Approval statuses that end an approval (approvals/state.py `Approval.settled`)."""
 log = logging.getLogger("gbr_node.peers")
 
 PEER_TOOLS = (
@@ -95,6 +100,8 @@ class PeerDirectory:
         target = alias_or_addr if alias_or_addr.startswith("/") else peer.peer_id
         if target == peer.peer_id:
             self._host.add_addrs(peer.peer_id, peer.addrs)
+        else:  # remembered, so that an awaited outcome can bring us back (reconnect_awaited)
+            self._host.add_addrs(peer.peer_id, [target])
         tools = await list_tools(self._host, target, limits=self._limits())
         self._tools[alias] = [t.model_dump() for t in tools]
         names = ", ".join(t.name for t in tools) or "none"
@@ -108,6 +115,47 @@ class PeerDirectory:
                     await self.dial(alias)
                 except GbrError as exc:
                     log.info("could not reach peer %s: %s", alias, exc)
+
+    async def reconnect_awaited(
+        self, *, timeout_s: float = RECONNECT_TIMEOUT_S
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        """Dial again each trusted peer whose approval outcome we await (`awaiting`) and
+        to which no connection is open, and ask it where those approvals stand.
+
+        The peer knows no address of ours: it delivers an outcome only on a
+        connection we hold (control.py `redeliver_forever`), and one decided while
+        the connection was down (the peer restarted, its idle timeout, a network
+        change) may never be sent, so the agent would never hear of the decision
+        (EVD-AI-01). Returns `(alias, peer ID, params)` for each awaited approval
+        found settled, `params` as an approval-resolved notification's
+        (`approval_id`, `status`, `text`). Each dial and query is bounded by
+        `timeout_s` seconds; failures are logged, not raised.
+        """
+        trusted = {peer.peer_id: alias for alias, peer in self._peers().items()}
+        connected = set(self._host.connected_peers())
+        settled = []
+        for peer_id, number in sorted(self.awaiting):
+            alias = trusted.get(peer_id)
+            if alias is None or peer_id in connected:
+                continue
+            try:
+                with trio.fail_after(timeout_s):
+                    result = await call_tool(
+                        self._host,
+                        peer_id,
+                        "approval_status",
+                        {"approval_id": number},
+                        limits=self._limits(),
+                    )
+            except (GbrError, trio.TooSlowError) as exc:
+                log.info("awaiting approval #%s of %s, not reachable: %s", number, alias, exc)
+                continue
+            status = (result.get("structuredContent") or {}).get("status")
+            if status in SETTLED:
+                text = "".join(part.get("text", "") for part in result.get("content", []))
+                params = {"approval_id": number, "status": status, "text": text}
+                settled.append((alias, peer_id, params))
+        return settled
 
     def lines(self) -> list[str]:
         """`/peers`: one line per trusted peer."""

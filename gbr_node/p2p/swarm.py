@@ -36,6 +36,16 @@ notes below describe; everything else is the library's behaviour.
 3. No negative dial cache. After a failed dial the stock swarm refuses to dial
    that peer again for 60 s without trying. Every dial here is an explicit
    request (a user's call, a trusted peer), so it always tries the network.
+
+4. Several connections per peer ID. host.py sets `max_connections_per_peer=1`
+   so that the stock `dial_peer` stops at its first connection instead of
+   waiting 250 ms for more, but the stock swarm also uses that number to trim
+   a peer's connections as each new one registers: the processes that share
+   one identity (a REPL waiting for an approval's outcome, then `gbr-node call`
+   or `gbr-node mcp` with the same key) closed each other's connections, and
+   the outcome had no connection left to go back on. Here trimming keeps up
+   to `limits.max_connections_per_peer` (the stock rules otherwise: none
+   younger than its 20 s grace, fewest streams and oldest first).
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ from libp2p.network.connection.raw_connection import RawConnection
 from libp2p.network.connection.swarm_connection import SwarmConn
 from libp2p.network.exceptions import SwarmException
 from libp2p.network.swarm import Swarm
+from libp2p.peer.id import ID
 from multiaddr import Multiaddr
 
 from gbr_node.p2p.admission import ConnectionLimits, Handshakes
@@ -145,6 +156,16 @@ class GbrSwarm(Swarm):
 
     def _schedule_auto_connect(self) -> None:
         return None
+
+    def _trim_connections(self, peer_id: ID) -> None:
+        """Trim `peer_id`'s connections beyond `limits.max_connections_per_peer` (fix 4)."""
+        config = self.connection_config
+        dial_cap = config.max_connections_per_peer
+        config.max_connections_per_peer = self.limits.max_connections_per_peer
+        try:  # synchronous: no other task sees the borrowed value
+            super()._trim_connections(peer_id)
+        finally:
+            config.max_connections_per_peer = dial_cap
 
     def admission_statistics(self) -> tuple[int, int]:
         """(inbound connections in their handshake, established untrusted inbound ones)."""

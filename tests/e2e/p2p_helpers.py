@@ -60,18 +60,20 @@ def write_serving_profile(
 
 
 class ServeProcess:
-    """`python -m gbr_node --identity KEY serve --listen /ip4/127.0.0.1/tcp/0` in `project`.
+    """`python -m gbr_node --identity KEY serve --listen LISTEN` in `project` (port 0 by default).
 
     A thread drains its stdout (one line per served call) so it never blocks;
     `wait_line()` finds lines. `addr` is the printed `/ip4/127.0.0.1/tcp/N/p2p/ID`.
     """
 
-    def __init__(self, project: Path, home: Path, identity: Identity) -> None:
+    def __init__(
+        self, project: Path, home: Path, identity: Identity, listen: str = LOOPBACK_LISTEN
+    ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.identity = identity
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gbr_node", "--identity", str(identity.path), "serve"]
-            + ["--listen", LOOPBACK_LISTEN],
+            + ["--listen", listen],
             cwd=project,
             env=node_env(home),
             stdin=subprocess.DEVNULL,

@@ -7,6 +7,9 @@ import sqlite3
 import sys
 import time
 
+import pytest
+
+from gbr_node.control import REDELIVERY_INTERVAL_S
 from tests.e2e.conftest import gbr, write_profile
 from tests.e2e.p2p_helpers import Identity, ServeProcess, gbr_call
 from tests.support.replies import text_reply, tool_call_reply
@@ -137,6 +140,47 @@ def test_remote_write_waits_for_approval_from_a_third_process(
         term.expect_new(r"approval #2 \w+ \(asked by another process with this identity")
         time.sleep(1)
         assert len(model_server.chat_bodies) == 3
+
+
+@pytest.mark.parametrize("approved", ["after bob is back", "while bob is down"])
+def test_an_awaited_outcome_reaches_the_agent_after_the_peer_restarts(
+    tmp_path, project, model_server, run_node, approved
+):
+    """Bob knows no address of alice's: once her connection dropped (bob restarted), only
+    her dialing back and asking lets the outcome her agent awaits reach it."""
+    replies = (
+        tool_call_reply("bob__write_file", {"path": "pyproject.toml", "content": NEW}),
+        text_reply("Bob must approve it."),
+        text_reply("Bob applied it."),
+    )
+    home = tmp_path / "home"
+    with bob_serving(tmp_path, project, model_server, *replies) as (alice, bob_root, server):
+        term = run_node("--listen", "/ip4/127.0.0.1/tcp/0", identity=alice.path)
+        term.expect("connected to bob")
+        term.sendline("bump bob's version")
+        term.expect_new("Bob must approve it.")
+        server.kill()
+
+        def approve():
+            done = gbr(bob_root, "approvals", "approve", "1", home=home)
+            assert done.returncode == 0, done.stdout + done.stderr
+
+        if approved == "while bob is down":
+            approve()
+        listen = server.addr.rsplit("/p2p/", 1)[0]
+        restarted = ServeProcess(bob_root, home, server.identity, listen=listen)
+        try:
+            if approved == "after bob is back":
+                approve()
+            term.expect_new("peer bob: approval #1 applied")
+            term.expect_new("Bob applied it.")
+            told = model_server.chat_bodies[2]["messages"][-1]["content"]
+            assert "from peer bob" in told and "approved and applied" in told
+            time.sleep(REDELIVERY_INTERVAL_S * 2)  # the peer's own redelivery adds nothing
+            assert term.text().count("approval #1 applied") == 1
+            assert len(model_server.chat_bodies) == 3
+        finally:
+            restarted.kill()
 
 
 def test_pending_approvals_survive_kill_9_and_apply_once(project, model_server, run_node):

@@ -205,3 +205,33 @@ async def test_handshakes_are_bounded_per_address_and_in_total(sources, expected
         finally:
             for sock in socks:
                 sock.close()
+
+
+async def test_a_second_connection_of_one_peer_id_leaves_the_first_open():
+    """The REPL and a `gbr-node call` share one identity: the call's connection must not
+    trim the REPL's, which an approval's outcome comes back on (past py-libp2p's 20 s grace,
+    its stock trimming kept one connection per peer and closed the older)."""
+    friend = create_new_key_pair()
+    friend_id = ID.from_pubkey(friend.public_key)
+    limits = ConnectionLimits(max_connections_per_peer=3)
+    async with (
+        running_host(is_trusted=_trusting(friend_id.to_base58()), limits=limits) as server,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        first = await stack.enter_async_context(intrude(server.addrs[0], friend))
+        await first.open_stream(ECHO)
+        for conn in server._swarm.get_connections(friend_id):
+            conn._created_at -= 60  # past the stock 20 s grace, as a long REPL session is
+        others = [await stack.enter_async_context(intrude(server.addrs[0], friend))]
+        others.append(await stack.enter_async_context(intrude(server.addrs[0], friend)))
+        await trio.sleep(0.5)
+        assert not first.closed and not any(o.closed for o in others)
+        assert len(server._swarm.get_connections(friend_id)) == 3
+        for conn in server._swarm.get_connections(friend_id):
+            conn._created_at -= 60
+        beyond = await stack.enter_async_context(intrude(server.addrs[0], friend))
+        with trio.fail_after(5):  # the fourth trims one: the idlest, oldest
+            while len(server._swarm.get_connections(friend_id)) > 3:
+                await trio.sleep(0.05)
+        assert not first.closed  # it has a stream open
+        assert not beyond.closed
