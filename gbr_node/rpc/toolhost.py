@@ -26,7 +26,9 @@ class ToolRegistry(Protocol):
 
     def specs(self) -> list[dict[str, Any]]: ...
 
-    async def run(self, name: str, arguments: dict[str, Any]) -> Any: ...
+    async def run(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run a tool; returns a `tools.base.ToolResult` (its `to_mcp()` is what is sent)."""
+        ...
 
 
 @dataclass(frozen=True)
