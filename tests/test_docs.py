@@ -10,10 +10,21 @@ The rules for a page of docs/ (docs/README.md says them to writers):
   lines after it what it prints (stdout and stderr together). `...` on a
   line of its own stands for any number of lines, inside a line for any
   text. A command must exit 0 unless its capture ends with `[exit N]`.
+- A `repl` block is a capture of `gbr-node run` in a real pseudo-terminal
+  (pexpect, rendered by pyte): its first line is the `$ gbr-node run ...`
+  command, then the screen from the top; what follows `› ` on a line is what
+  the person types (typed once the screen above it matches and the input line
+  is drawn; mid-answer the input line follows the partly streamed text). A
+  line the terminal wrapped is shown whole. The
+  model is the scripted test server (tests/support/model_server.py) on
+  127.0.0.1, answering with the replies of a `<!-- model replies: [...] -->`
+  comment right before the block (`reply_from_json` forms). The node listens
+  on a free port (`--listen /ip4/127.0.0.1/tcp/0` is added): tests never bind
+  a fixed port.
 - The blocks of one page run in order, each from the project folder
   `~/gbr-demo` of a fresh HOME (the path is shown as `~` in captures), so a
-  page can build on what its earlier blocks did. No model is configured and
-  the embedded one is off (`GBR_LOCAL_MODEL=0`).
+  page can build on what its earlier blocks did. No model is configured
+  (but in `repl` blocks) and the embedded one is off (`GBR_LOCAL_MODEL=0`).
 
 README.md's own two commands install the package; they are held by CI,
 which runs them (.ci/run), and here only their place on the first screen is.
@@ -21,23 +32,34 @@ which runs them (.ci/run), and here only their place on the first screen is.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pexpect
+import pyte
 import pytest
+
+from tests.support.model_server import ModelServer
+from tests.support.replies import reply_from_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
-RUN_LANGUAGES = {"sh", "console"}
+RUN_LANGUAGES = {"sh", "console", "repl"}
 SHELL_LANGUAGES = {"bash", "shell", "zsh", "shell-session", "sh-session", "terminal", "fish"}
 COMMAND_TIMEOUT_S = 120
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 EXIT_LINE = re.compile(r"^\[exit (\d+)\]$")
+REPLIES = re.compile(r"<!--\s*model replies:(.*?)-->\s*\Z", re.DOTALL)
+TYPED = "› "
+REPL_ROWS, REPL_COLS = 100, 100
+REPL_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -45,14 +67,17 @@ class Block:
     language: str
     body: str
     line: int
+    before: str  # the page's text between the previous block and this one
 
 
 def blocks(text: str) -> list[Block]:
     """The fenced blocks of a Markdown page, with the line each opens on."""
-    return [
-        Block(m.group(1).strip(), m.group(2), text.count("\n", 0, m.start()) + 1)
-        for m in FENCE.finditer(text)
-    ]
+    found, end = [], 0
+    for m in FENCE.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        found.append(Block(m.group(1).strip(), m.group(2), line, text[end : m.start()]))
+        end = m.end()
+    return found
 
 
 def console_commands(body: str) -> list[tuple[str, list[str]]]:
@@ -116,6 +141,83 @@ class Runner:
         return out.returncode, out.stdout.replace(str(self.home), "~")
 
 
+def screen_text(screen: pyte.Screen, home: Path) -> str:
+    """The screen's lines (a row that fills the width goes on into the next), without
+    trailing blanks and without the empty input line (`›` on a row of its own, or
+    right after a partly streamed answer line)."""
+    rows: list[str] = []
+    wrapped = False  # the previous row filled the width: this one goes on the same line
+    for raw in screen.display:
+        if wrapped:
+            rows[-1] += raw.rstrip()
+        else:
+            rows.append(raw.rstrip())
+        wrapped = raw[-1:] not in ("", " ")
+    while rows and not rows[-1]:
+        rows.pop()
+    if rows and rows[-1].endswith(TYPED.strip()):
+        rows[-1] = rows[-1].removesuffix(TYPED.strip()).rstrip()
+        if not rows[-1]:
+            rows.pop()
+    return "\n".join(rows).replace(str(home), "~") + "\n"
+
+
+def input_line_ready(screen: pyte.Screen) -> bool:
+    """True when the empty input line is drawn (the REPL takes a line): `›` ends
+    the last row written, alone or after a partly streamed answer line."""
+    rows = [row.rstrip() for row in screen.display if row.strip()]
+    return bool(rows) and rows[-1].endswith(TYPED.strip())
+
+
+def run_repl(runner: Runner, body: str, replies: list[dict]) -> str | None:
+    """Drive `gbr-node run` as a `repl` block says; None when the screen matched, else
+    what went wrong (with the screen)."""
+    command, *capture = [line.rstrip() for line in body.splitlines()]
+    if not command.startswith("$ gbr-node run"):
+        return f"a repl block starts with `$ gbr-node run`, not {command!r}"
+    screen = pyte.Screen(REPL_COLS, REPL_ROWS)
+    stream = pyte.Stream(screen)
+    with ModelServer(model="test-model") as server:
+        server.enqueue(*[reply_from_json(reply) for reply in replies])
+        env = {**runner.env, "TERM": "xterm", "OPENAI_BASE_URL": server.base_url}
+        env["OPENAI_MODEL"] = "test-model"
+        child = pexpect.spawn(
+            "bash",
+            ["-c", f"{command[2:]} --listen /ip4/127.0.0.1/tcp/0"],
+            cwd=str(runner.project),
+            env=env,
+            encoding="utf-8",
+            dimensions=(REPL_ROWS, REPL_COLS),
+        )
+        try:
+            typed = [n for n, line in enumerate(capture) if TYPED in line]
+            for stop in [*typed, len(capture)]:
+                expected, line = capture[:stop], None
+                if stop < len(capture):
+                    shown, _, line = capture[stop].rpartition(TYPED)
+                    expected = expected + ([shown] if shown else [])
+                deadline = time.monotonic() + REPL_TIMEOUT_S
+                ready = line is None or input_line_ready(screen)
+                while not (ready and capture_matches(expected, screen_text(screen, runner.home))):
+                    if time.monotonic() > deadline or not child.isalive():
+                        wanted = "\n".join(expected)
+                        return f"screen\n{screen_text(screen, runner.home)}\nnot\n{wanted}"
+                    try:
+                        stream.feed(child.read_nonblocking(65536, timeout=0.05))
+                    except pexpect.TIMEOUT:
+                        pass
+                    except pexpect.EOF:
+                        time.sleep(0.05)
+                    ready = line is None or input_line_ready(screen)
+                if line is not None:
+                    child.send(line + "\r")
+            child.sendeof()
+            child.expect(pexpect.EOF, timeout=REPL_TIMEOUT_S)
+        finally:
+            child.terminate(force=True)
+    return None
+
+
 def check_page(text: str, tmp: Path) -> tuple[list[str], int]:
     """Run a page's commands; (the problems found, the number of commands run)."""
     problems: list[str] = []
@@ -132,6 +234,18 @@ def check_page(text: str, tmp: Path) -> tuple[list[str], int]:
         if language not in RUN_LANGUAGES:
             continue
         runner = runner or Runner(tmp)
+        if language == "repl":
+            replies = REPLIES.search(block.before)
+            ran += 1
+            try:
+                problem = run_repl(
+                    runner, block.body, json.loads(replies.group(1)) if replies else []
+                )
+            except (ValueError, TypeError) as exc:
+                problem = f"bad model replies: {exc}"
+            if problem:
+                problems.append(f"{where}: {problem}")
+            continue
         if language == "sh":
             status, output = runner.run(block.body)
             ran += 1
@@ -174,6 +288,8 @@ def test_the_docs_show_commands_at_all() -> None:
                 count += 1
             elif block.language == "console":
                 count += len(console_commands(block.body))
+            elif block.language == "repl":
+                count += sum(TYPED in line for line in block.body.splitlines())
     assert count >= 15
     guides = {p.stem for p in (DOCS / "guide").glob("*.md")}
     assert {"profiles", "approvals", "peers", "hot-reload", "models"} <= guides
@@ -192,6 +308,13 @@ CASES = [
     ("```bash\ngbr-node init\n```\n", "not bash"),
     ("```console\nhello\n$ true\n```\n", "output before the first command"),
     ("```console\n```\n", "no `$ ` command"),
+    ("```repl\n$ ls\n```\n", "starts with `$ gbr-node run`"),
+    (
+        "```sh\ngbr-node init\n```\n"
+        '<!-- model replies: [{"text": "Hello."}] -->\n'
+        "```repl\n$ gbr-node run\n...\n› hi\nGoodbye.\n```\n",
+        "› hi\nHello.\n\nnot\n",  # the real screen is shown: the model did answer
+    ),
 ]
 
 
