@@ -1,6 +1,6 @@
 """Every command shown in docs/ runs as written (issue 21, "What must hold").
 
-The rules for a page of docs/ (docs/README.md says them to writers):
+The rules for a page of docs/ (docs/README.md says them to writers too):
 
 - Every fenced block names its language. Commands are in `sh` or `console`
   blocks only; `bash`, `shell` and friends are refused, so that no command
