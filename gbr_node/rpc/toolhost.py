@@ -20,7 +20,7 @@ from gbr_node.tools.registry import CALLER
 
 
 class ToolRegistry(Protocol):
-    """What a grant needs of `tools.registry.Registry`."""
+    """What a grant needs of the node's tools (`mcp.toolset.NodeTools`)."""
 
     def has(self, name: str) -> bool: ...
 
