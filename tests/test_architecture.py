@@ -57,6 +57,32 @@ def test_the_tree_keeps_every_import_contract() -> None:
     assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in report
 
 
+def namespace_folders(package: Path) -> list[str]:
+    """Folders under `package` that hold Python modules but no `__init__.py`: grimp
+    (import-linter's graph) leaves such a namespace package out, so no contract
+    would hold it (checks/ had none and was missed by every contract)."""
+    return sorted(
+        str(folder.relative_to(package))
+        for folder in [package, *(p for p in package.rglob("*") if p.is_dir())]
+        if "__pycache__" not in folder.parts
+        and any(folder.glob("*.py"))
+        and not (folder / "__init__.py").exists()
+    )
+
+
+def test_every_folder_of_the_package_is_seen_by_the_contracts() -> None:
+    assert namespace_folders(PACKAGE) == []
+
+
+def test_a_folder_without_init_is_named(tmp_path: Path) -> None:
+    (tmp_path / "part").mkdir()
+    (tmp_path / "part" / "core.py").write_text("", encoding="utf-8")
+    (tmp_path / "data").mkdir()  # no modules: not a package
+    (tmp_path / "data" / "x.toml").write_text("", encoding="utf-8")
+    (tmp_path / "__init__.py").write_text("", encoding="utf-8")
+    assert namespace_folders(tmp_path) == ["part"]
+
+
 TYPE_ONLY_CYCLE = """
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
