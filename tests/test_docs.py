@@ -12,10 +12,13 @@ The rules for a page of docs/ (docs/README.md says them to writers too):
   text. A command must exit 0 unless its capture ends with `[exit N]`.
 - A `repl` block is a capture of `gbr-node run` in a real pseudo-terminal
   (pexpect, rendered by pyte): its first line is the `$ gbr-node run ...`
-  command, then the screen from the top; what follows `› ` on a line is what
-  the person types (typed once the screen above it matches and the input line
-  is drawn; mid-answer the input line follows the partly streamed text). A
-  line the terminal wrapped is shown whole. The
+  command, then the screen from the top as it is when the person leaves
+  (the status line last). A line `› LINE` is what the person types, typed
+  once the capture above it is on the screen (the live part under it, the
+  status line, may differ meanwhile) and the input line is drawn; the node
+  echoes it there. `TEXT› LINE` types LINE mid-answer, once TEXT shows, and
+  stands for TEXT on the screen; the node's echo `› LINE` comes later where
+  the capture shows it. A line the terminal wrapped is shown whole. The
   model is the scripted test server (tests/support/model_server.py) on
   127.0.0.1, answering with the replies of a `<!-- model replies: [...] -->`
   comment right before the block (`reply_from_json` forms). The node listens
@@ -169,6 +172,32 @@ def input_line_ready(screen: pyte.Screen) -> bool:
     return bool(rows) and rows[-1].endswith(TYPED.strip())
 
 
+def repl_steps(capture: list[str]) -> tuple[list[str], list[tuple[int, str]]]:
+    """A repl capture as (the screen's lines, [(lines shown before typing, the line
+    typed)]). `› LINE` is typed there and is its own echo; `TEXT› LINE` types LINE
+    once TEXT shows (mid-answer) and stands for TEXT on the screen, the node drawing
+    `› LINE` later where the capture shows it (that line is not typed again)."""
+    lines: list[str] = []
+    steps: list[tuple[int, str]] = []
+    echoes: list[str] = []
+    for line in capture:
+        if TYPED not in line:
+            lines.append(line)
+            continue
+        shown, _, typed = line.rpartition(TYPED)
+        if not shown and typed in echoes:
+            echoes.remove(typed)
+            lines.append(line)
+        elif shown:
+            lines.append(shown)
+            steps.append((len(lines), typed))
+            echoes.append(typed)
+        else:
+            steps.append((len(lines), typed))
+            lines.append(line)
+    return lines, steps
+
+
 def run_repl(runner: Runner, body: str, replies: list[dict]) -> str | None:
     """Drive `gbr-node run` as a `repl` block says; None when the screen matched, else
     what went wrong (with the screen)."""
@@ -190,12 +219,11 @@ def run_repl(runner: Runner, body: str, replies: list[dict]) -> str | None:
             dimensions=(REPL_ROWS, REPL_COLS),
         )
         try:
-            typed = [n for n, line in enumerate(capture) if TYPED in line]
-            for stop in [*typed, len(capture)]:
-                expected, line = capture[:stop], None
-                if stop < len(capture):
-                    shown, _, line = capture[stop].rpartition(TYPED)
-                    expected = expected + ([shown] if shown else [])
+            screen_lines, steps = repl_steps(capture)
+            for stop, line in [*steps, (len(screen_lines), None)]:
+                # before typing, the capture so far must be on the screen, and whatever is
+                # below it (the live part: the line being written, the status) may differ
+                expected = screen_lines[:stop] + (["..."] if line is not None else [])
                 deadline = time.monotonic() + REPL_TIMEOUT_S
                 ready = line is None or input_line_ready(screen)
                 while not (ready and capture_matches(expected, screen_text(screen, runner.home))):
@@ -313,9 +341,22 @@ CASES = [
         "```sh\ngbr-node init\n```\n"
         '<!-- model replies: [{"text": "Hello."}] -->\n'
         "```repl\n$ gbr-node run\n...\n› hi\nGoodbye.\n```\n",
-        "› hi\nHello.\n\nnot\n",  # the real screen is shown: the model did answer
+        "› hi\nHello.\n(",  # the real screen is shown: the model did answer
+    ),
+    (
+        "```sh\ngbr-node init\n```\n"
+        '<!-- model replies: [{"text": "Hello."}] -->\n'
+        "```repl\n$ gbr-node run\n...\n› hi\nGoodbye.\n› bye\n...\n```\n",
+        "not\n...\n› hi\nGoodbye.\n...",  # a capture before a typed line is checked too
     ),
 ]
+
+
+def test_a_repl_capture_types_each_line_once_where_it_says() -> None:
+    capture = ["...", "› hi", "Hello.", "Long answer...› /s short", "(interrupted)", "› /s short"]
+    lines, steps = repl_steps(capture)
+    assert lines == ["...", "› hi", "Hello.", "Long answer...", "(interrupted)", "› /s short"]
+    assert steps == [(1, "hi"), (4, "/s short")]  # the echo of /s is not typed again
 
 
 @pytest.mark.parametrize(("page", "problem"), CASES)
