@@ -38,8 +38,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,10 +116,14 @@ def capture_matches(expected: list[str], actual: str) -> bool:
 
 
 class Runner:
-    """Runs one page's commands in a fresh HOME with a project folder `~/gbr-demo`."""
+    """Runs one page's commands in a fresh HOME with a project folder `~/gbr-demo`.
+
+    The HOME's path has one length wherever the suite runs (`/tmp/gbr-docs-XXXXXXXX`):
+    a screen row holding it must never fill the width by chance, which the screen
+    reader would take for a wrapped line. `close()` removes it."""
 
     def __init__(self, tmp: Path) -> None:
-        self.home = tmp / "home"
+        self.home = Path(tempfile.mkdtemp(prefix="gbr-docs-", dir="/tmp"))
         self.project = self.home / "gbr-demo"
         self.project.mkdir(parents=True)
         self.env = {
@@ -129,6 +135,9 @@ class Runner:
             "GBR_LOCAL_MODEL": "0",
             "TMPDIR": str(tmp),
         }
+
+    def close(self) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
 
     def run(self, command: str) -> tuple[int, str]:
         out = subprocess.run(
@@ -248,8 +257,16 @@ def run_repl(runner: Runner, body: str, replies: list[dict]) -> str | None:
 
 def check_page(text: str, tmp: Path) -> tuple[list[str], int]:
     """Run a page's commands; (the problems found, the number of commands run)."""
+    runner = Runner(tmp)
+    try:
+        return run_blocks(text, runner)
+    finally:
+        runner.close()
+
+
+def run_blocks(text: str, runner: Runner) -> tuple[list[str], int]:
+    """Run the blocks of a page with `runner`, in order: (problems, commands run)."""
     problems: list[str] = []
-    runner: Runner | None = None
     ran = 0
     for block in blocks(text):
         where = f"block at line {block.line}"
@@ -261,7 +278,6 @@ def check_page(text: str, tmp: Path) -> tuple[list[str], int]:
             problems.append(f"{where}: commands go in `sh` or `console` blocks, not {language}")
         if language not in RUN_LANGUAGES:
             continue
-        runner = runner or Runner(tmp)
         if language == "repl":
             replies = REPLIES.search(block.before)
             ran += 1
