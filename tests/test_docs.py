@@ -336,7 +336,7 @@ def test_the_docs_show_commands_at_all() -> None:
                 count += sum(TYPED in line for line in block.body.splitlines())
     assert count >= 15
     guides = {p.stem for p in (DOCS / "guide").glob("*.md")}
-    assert {"profiles", "approvals", "peers", "hot-reload", "models"} <= guides
+    assert {"profiles", "approvals", "peers", "hot-reload", "models", "checks"} <= guides
 
 
 # --- the runner itself can fail ----------------------------------------------------------
