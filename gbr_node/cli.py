@@ -135,8 +135,8 @@ def _confinement_lines(mode: str) -> str:
 def _checks_lines(loaded) -> str:
     """Comment lines for `env check`: the write checks in force, with their programs as
     found on PATH now (UBQ-DEV-02, UNW-AI-01)."""
-    from gbr_node.checks.runner import CheckRunner
     from gbr_node.config.loader import build_sandbox
+    from gbr_node.tools.checkrunner import CheckRunner
 
     if not loaded.profile.checks:
         return "# checks: none ([checks] is empty)"
@@ -148,8 +148,8 @@ def cmd_tool(args: argparse.Namespace) -> int:
     """Run one local tool under the active profile and print its MCP result."""
     from gbr_node.approvals import ApprovalLog, default_path
     from gbr_node.approvals.desk import ApprovalDesk
-    from gbr_node.checks.runner import CheckRunner
     from gbr_node.config.loader import build_sandbox
+    from gbr_node.tools.checkrunner import CheckRunner
     from gbr_node.tools.registry import build_registry
 
     arguments = _json_object(args.arguments, "JSON-ARGS")

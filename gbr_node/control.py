@@ -35,7 +35,6 @@ from gbr_node.approvals.desk import LOCAL, ApprovalDesk
 from gbr_node.approvals.review import colour_diff
 from gbr_node.approvals.state import Approval
 from gbr_node.checks.plan import CheckSpec, CheckTarget
-from gbr_node.checks.runner import CheckRunner
 from gbr_node.checks.verdict import full_report
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, build_sandbox, list_profiles, render_effective
@@ -56,6 +55,7 @@ from gbr_node.p2p.service import notify_peer
 from gbr_node.repl.render import DIM, RESET, YELLOW
 from gbr_node.rpc.server import Limits
 from gbr_node.rpc.toolhost import Grant, Snapshot
+from gbr_node.tools.checkrunner import CheckRunner
 from gbr_node.tools.process import Stop
 from gbr_node.tools.registry import build_registry
 

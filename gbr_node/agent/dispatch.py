@@ -29,7 +29,9 @@ class LocalTools(Protocol):
 
     def has(self, name: str) -> bool: ...
 
-    async def run(self, name: str, arguments: dict[str, Any]) -> Any: ...
+    async def run(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run a tool; returns a `tools.base.ToolResult` (its `to_mcp()` is what is sent)."""
+        ...
 
 
 class RemoteTools(Protocol):

@@ -40,7 +40,7 @@ from gbr_node.tools.process import Stop
 
 
 class Checks(Protocol):
-    """What the runtime needs of the profile's checks (`checks.runner.CheckRunner`)."""
+    """What the runtime needs of the profile's checks (`tools.checkrunner.CheckRunner`)."""
 
     def run(
         self, wanted: tuple[CheckTarget, ...], stop: Stop | None = None

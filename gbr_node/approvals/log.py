@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Iterator
 
-from gbr_node.approvals import apply as _apply
 from gbr_node.approvals.state import (
     Approval,
     Approved,
@@ -40,7 +39,6 @@ from gbr_node.approvals.state import (
     transition,
 )
 from gbr_node.errors import ApprovalRequired, GbrError
-from gbr_node.sandbox import Sandbox
 
 SCHEMA_VERSION = 1
 DEFAULT_BUSY_TIMEOUT_S = 10.0
@@ -299,10 +297,6 @@ class ApprovalLog:
             current = tx.approval(approval_id)
             event = Rejected(approval_id=approval_id, at=time.time(), by=by, reason=reason)
             return tx.append(event, current)
-
-    def apply(self, approval_id: int, sandbox: Sandbox, *, by: str) -> _apply.ApplyOutcome:
-        """Perform an approved change exactly once; see `apply.apply`."""
-        return _apply.apply(self, approval_id, sandbox, by=by)
 
     def _create_schema(self) -> None:
         """Create the table, indexes and triggers unless this version's schema

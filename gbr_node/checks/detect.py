@@ -70,7 +70,7 @@ _PY_COMPILE = "python3 -m py_compile {path}"
 """Python without ruff: a syntax check from the standard library (no formatter)."""
 
 HEADER = """
-# Write checks (README, "Checks"): after the agent changes files a set covers,
+# Write checks (docs/guide/checks.md): after the agent changes files a set covers,
 # its formatter runs on the new content before it is saved (only on new files
 # and files it already leaves unchanged), and its check runs before the model
 # is asked again; errors the turn added go back to the model until the check

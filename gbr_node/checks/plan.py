@@ -1,7 +1,7 @@
 """Which checks a change calls for, and what a check run gave [pure].
 
 The agent's state machine (`agent.machine`) decides with these values alone;
-`checks.runner` runs the programs. A `CheckSpec` is a profile's check set as
+`tools.checkrunner` runs the programs. A `CheckSpec` is a profile's check set as
 the machine needs it (which files, per file or project-wide, how many
 retries); `targets` turns the files a turn changed into `CheckTarget`s; a
 `CheckRun` is what one run of a check gave (UNW-AI-01 / STD-DEV-01); a

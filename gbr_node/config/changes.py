@@ -40,14 +40,39 @@ import hashlib
 import os
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from gbr_node.config.loader import LoadedProfile
+    from pathlib import PurePath
+
+    from gbr_node.config.profile import Profile
 
 RACY_WINDOW_NS = 3_000_000_000
 
 P = TypeVar("P", bound=Hashable)
+
+
+class Snapshot(Protocol):
+    """What these decisions read of a loaded profile; `loader.LoadedProfile` is one.
+
+    Named here rather than imported from `config.loader` so that this pure
+    module depends on no module that reads files (docs/architecture.md, "Layers").
+    """
+
+    @property
+    def profile(self) -> Profile:
+        """The validated profile."""
+        ...
+
+    @property
+    def system_prompt(self) -> str:
+        """The effective system prompt (inline, or the text of `system_prompt_file`)."""
+        ...
+
+    @property
+    def root(self) -> PurePath:
+        """`allowed_root`, absolute and resolved."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -138,7 +163,7 @@ def _differs(before: Fingerprint | None, now: Fingerprint) -> bool:
     return now.stamp is not None and before.digest != now.digest
 
 
-def profile_changes(old: LoadedProfile, new: LoadedProfile) -> tuple[str, ...]:
+def profile_changes(old: Snapshot, new: Snapshot) -> tuple[str, ...]:
     """Top-level profile keys whose effective value differs, in the profile's key order.
 
     `system_prompt` is named when the effective prompt text differs (inline or

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from gbr_node.config.profile import ALL_LOCAL_TOOLS, CommandRule, Profile, ToolsConfig
 
 if TYPE_CHECKING:
-    from gbr_node.config.loader import LoadedProfile
+    from gbr_node.config.changes import Snapshot
 
 _LOOPBACK_PREFIXES = ("/ip4/127.", "/ip6/::1/", "/dns/localhost/", "/dns4/localhost/")
 
@@ -138,7 +138,7 @@ def _peer_loosenings(old: Profile, new: Profile) -> list[str]:
     return found
 
 
-def loosenings(old: LoadedProfile, new: LoadedProfile) -> tuple[str, ...]:
+def loosenings(old: Snapshot, new: Snapshot) -> tuple[str, ...]:
     """Every way `new` allows more than `old`, in plain words (empty: nothing looser)."""
     before, after = old.profile, new.profile
     found = []

@@ -4,7 +4,8 @@ FTS5 (`.gbr/library.db`).
 
     extract   one source file -> definitions, imports, `__all__`   [pure]
     exports   a distribution's modules -> public import paths     [pure]
-    words     identifier splitting, question words                [pure]
+    words     identifier splitting, question words, PEP 503 names [pure]
+    hit       one search hit                                     [pure]
     rank      question -> FTS5 query; rows -> ranked hits         [pure]
     present   hit lines, the pre-lookup context and status line   [pure]
     sources   plain-text packages of other ecosystems

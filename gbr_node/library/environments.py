@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gbr_node.errors import LibraryError
+from gbr_node.library.words import normalise
 
 SOURCE_SUFFIXES = (".py", ".pyi")
 MAX_EDITABLE_FILES = 20_000
@@ -71,17 +72,6 @@ class Distribution:
     @property
     def key(self) -> str:
         return normalise(self.name)
-
-
-def normalise(name: str) -> str:
-    """A distribution name normalised as PEP 503 does (`Foo_Bar.baz` -> `foo-bar-baz`)."""
-    out = []
-    for ch in name.lower():
-        out.append("-" if ch in "-_." else ch)
-    text = "".join(out)
-    while "--" in text:
-        text = text.replace("--", "-")
-    return text
 
 
 def site_dirs(spec: str | None, project_dir: Path) -> list[Path]:

@@ -28,14 +28,13 @@ from gbr_node.library.build import Built, build_distribution
 from gbr_node.library.environments import (
     Distribution,
     Installed,
-    normalise,
     read_distribution,
     scan_site,
 )
+from gbr_node.library.hit import Hit
 from gbr_node.library.rank import Plan, plan_query, rerank
 from gbr_node.library.sources import scan_sources
-from gbr_node.library.store import Hit
-from gbr_node.library.words import tokenize
+from gbr_node.library.words import normalise, tokenize
 
 CANDIDATES = 200
 DEFAULT_LIMIT = 10

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gbr_node.config.profile import LibraryConfig
-from gbr_node.library.environments import normalise, site_dirs
+from gbr_node.library.environments import site_dirs
 from gbr_node.library.index import LibraryIndex
 from gbr_node.library.present import context_block, status_line
+from gbr_node.library.words import normalise
 
 PRELOOKUP_HITS = 8
 DB_NAME = "library.db"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gbr_node.library.store import Hit
+from gbr_node.library.hit import Hit
 
 MAX_LINE_SIGNATURE = 160
 CHARS_PER_TOKEN = 4

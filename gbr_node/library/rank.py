@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from gbr_node.library.environments import normalise
-from gbr_node.library.store import Hit
-from gbr_node.library.words import Token, terms, tokenize
+from gbr_node.library.hit import Hit
+from gbr_node.library.words import Token, normalise, terms, tokenize
 
 EXACT_NAME_BOOST = 3.0
 EXACT_PATH_BOOST = 5.0

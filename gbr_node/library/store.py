@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gbr_node.errors import LibraryError
 from gbr_node.library.build import Built
+from gbr_node.library.hit import Hit
 from gbr_node.library.words import name_words, split_identifier
 
 SCHEMA_VERSION = "1"
@@ -72,38 +73,6 @@ class DistRow:
     base: str
     top_level: tuple[str, ...]
     skipped: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: a definition and where it lives.
-
-    `file` is relative to `base` (a site-packages folder or a source folder);
-    `score` is higher for better hits (comparable within one search only).
-    """
-
-    entry_id: int
-    qualname: str
-    kind: str
-    signature: str
-    bases: str
-    doc: str
-    file: str
-    base: str
-    line: int
-    end_line: int
-    dist: str
-    version: str
-    score: float = 0.0
-
-    @property
-    def name(self) -> str:
-        return self.qualname.rpartition(".")[2]
-
-    @property
-    def dist_version(self) -> str:
-        """`httpx==0.28.1` (just the name when the version is unknown)."""
-        return f"{self.dist}=={self.version}" if self.version else self.dist
 
 
 def dist_token(dist_id: int) -> str:

@@ -1,5 +1,5 @@
 """Words for the library index, pure: identifiers split for matching, questions
-turned into search terms (issue 18, "Ranking").
+turned into search terms (issue 18, "Ranking"), distribution names normalised.
 
 `open_nursery`, `OpenNursery` and `open nursery` all give the words `open`,
 `nursery`; `HTTPStatusError` gives `http`, `status`, `error`. The index stores
@@ -149,3 +149,14 @@ def split_compound(word: str, vocabulary: set[str]) -> list[str]:
         if word[:cut] in vocabulary and word[cut:] in vocabulary:
             return [word[:cut], word[cut:]]
     return []
+
+
+def normalise(name: str) -> str:
+    """A distribution name normalised as PEP 503 does (`Foo_Bar.baz` -> `foo-bar-baz`)."""
+    out = []
+    for ch in name.lower():
+        out.append("-" if ch in "-_." else ch)
+    text = "".join(out)
+    while "--" in text:
+        text = text.replace("--", "-")
+    return text

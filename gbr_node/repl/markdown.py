@@ -1,4 +1,4 @@
-"""A finished block of the answer drawn as terminal lines: rich markdown, or plain text.
+"""A finished block of the answer drawn as terminal lines, pure: rich markdown, or plain text.
 
 With colour, a block is rendered by rich (headings, emphasis, lists, tables,
 code highlighted by Pygments) at the terminal's width. Without colour
@@ -9,7 +9,6 @@ word-wrapped. Either way the model's text passes through
 
 from __future__ import annotations
 
-import io
 from functools import lru_cache
 
 from gbr_node.repl.blocks import Block, starts_block
@@ -29,11 +28,10 @@ def render_block(block: Block, width: int, *, color: bool) -> list[str]:
         source = _escape_start(source)
     if block.kind in ("paragraph", "list", "quote"):
         source = source.replace("\n", "  \n")  # a newline in chat is a line break
-    out = io.StringIO()
     console = _console(width)
-    console.file = out
-    console.print(Markdown(source, code_theme=CODE_THEME), end="")
-    lines = [line.rstrip(" ") for line in out.getvalue().split("\n")]
+    with console.capture() as captured:  # rendered in memory; the console writes nowhere
+        console.print(Markdown(source, code_theme=CODE_THEME), end="")
+    lines = [line.rstrip(" ") for line in captured.get().split("\n")]
     while lines and not lines[-1]:
         lines.pop()
     while lines and not lines[0]:

@@ -20,13 +20,15 @@ from gbr_node.tools.registry import CALLER
 
 
 class ToolRegistry(Protocol):
-    """What a grant needs of `tools.registry.Registry`."""
+    """What a grant needs of the node's tools (`mcp.toolset.NodeTools`)."""
 
     def has(self, name: str) -> bool: ...
 
     def specs(self) -> list[dict[str, Any]]: ...
 
-    async def run(self, name: str, arguments: dict[str, Any]) -> Any: ...
+    async def run(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run a tool; returns a `tools.base.ToolResult` (its `to_mcp()` is what is sent)."""
+        ...
 
 
 @dataclass(frozen=True)

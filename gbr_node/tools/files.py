@@ -128,7 +128,7 @@ class EditFileParams(Params):
 
 
 class SaveChecks(Protocol):
-    """What the file tools need of the profile's checks (`checks.runner.CheckRunner`)."""
+    """What the file tools need of the profile's checks (`tools.checkrunner.CheckRunner`)."""
 
     def format(self, relative: str, before: str | None, content: str) -> FormatOutcome: ...
 

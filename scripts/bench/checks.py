@@ -45,11 +45,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gbr_node.checks.plan import CheckTarget  # noqa: E402 (needs the path above)
-from gbr_node.checks.runner import CheckRunner  # noqa: E402
 from gbr_node.config.profile import Profile  # noqa: E402
 from gbr_node.confine import support  # noqa: E402
 from gbr_node.confine.policy import for_commands  # noqa: E402
 from gbr_node.sandbox import Sandbox  # noqa: E402
+from gbr_node.tools.checkrunner import CheckRunner  # noqa: E402
 from gbr_node.tools.files import EditFileParams, FileTools, WriteFileParams  # noqa: E402
 from gbr_node.tools.process import run_bounded  # noqa: E402
 

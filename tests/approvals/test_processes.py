@@ -58,6 +58,7 @@ with log.transaction() as tx:  # a third request, never committed
 STALLED_APPLIER = """
 import sys, time
 from gbr_node.approvals import ApprovalLog, default_path
+from gbr_node.approvals.apply import apply
 from gbr_node.sandbox import Sandbox
 project, when = sys.argv[1], sys.argv[2]
 
@@ -69,7 +70,7 @@ class Stalling(Sandbox):
         time.sleep(600)
 
 log = ApprovalLog(default_path(project))
-log.apply(1, Stalling(project, ["pyproject.toml"]), by="doomed")
+apply(log, 1, Stalling(project, ["pyproject.toml"]), by="doomed")
 """
 
 
@@ -167,7 +168,7 @@ def test_kill_9_while_applying_leaves_a_change_that_is_applied_exactly_once(
         ApprovalLog(default_path(project), busy_timeout_s=0.1) as impatient,
         pytest.raises(ApprovalLogError, match="locked"),
     ):
-        impatient.apply(1, sandbox, by="second")
+        apply(impatient, 1, sandbox, by="second")
     kill_hard(child)
     on_disk = (project / "pyproject.toml").read_text()
     assert on_disk == ("NEW\n" if when == "after" else ORIGINAL)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gbr_node.checks.plan import CheckTarget
-from gbr_node.checks.runner import CheckRunner
 from gbr_node.config.profile import Profile
 from gbr_node.sandbox import Sandbox
+from gbr_node.tools.checkrunner import CheckRunner
 from gbr_node.tools.process import Stop
 
 RUFF = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))

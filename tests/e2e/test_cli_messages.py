@@ -190,11 +190,11 @@ def test_tools_enabled_empty_leaves_the_model_no_tool_of_this_node(fresh, model_
         term.expect("no tools")
         (body,) = model_server.chat_bodies
         offered = {tool["function"]["name"] for tool in body.get("tools", [])}
-        assert offered <= {"list_peers", "dial_peer"}, offered  # README: those reach peers
+        assert offered <= {"list_peers", "dial_peer"}, offered  # the guide: those reach peers
     finally:
         term.child.terminate(force=True)
-    readme = (ROOT / "README.md").read_text()
-    assert "`[tools] enabled = []` turns off every tool of this node" in readme
+    guide = (ROOT / "docs" / "guide" / "profiles.md").read_text()  # README's section moved there
+    assert "`[tools] enabled = []` turns off every tool of this node" in guide
 
 
 def test_the_readme_examples_work_where_its_first_command_leaves_you(fresh):

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from gbr_node.library.exports import public_paths
 from gbr_node.library.extract import first_paragraph, parse_module
+from gbr_node.library.hit import Hit
 from gbr_node.library.present import context_block, hit_line, status_line
 from gbr_node.library.rank import plan_query
-from gbr_node.library.store import Hit
 from gbr_node.library.words import split_compound, split_identifier, tokenize
 
 
