@@ -1,6 +1,6 @@
 """Benchmark: what closing git's side doors costs a `run_command` git call (issue 12).
 
-Run: `.venv/bin/python scripts/bench/git_guard.py [--rounds N]`. In a temporary
+Run: `.venv/bin/python scripts/bench/git_guard.py [--rounds N] [--quick]`. In a temporary
 repository (200 committed files, one of them changed), `git status --short`
 and `git log --oneline -5` are run `--rounds` times each way, interleaved so
 load hits both alike:
@@ -55,7 +55,9 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60, help="calls per measurement")
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 calls each")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else args.rounds
     git = shutil.which("git")
     if git is None:
         raise SystemExit("git_guard: needs git")

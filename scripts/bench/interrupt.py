@@ -2,14 +2,15 @@
 
 Run: `.venv/bin/python scripts/bench/interrupt.py [--interrupts 60] [--quick]`
 (`--quick`: 3 interrupts after 1 warm-up, a smoke run of the same code whose
-exit status ignores the targets). The
-test model server runs in this process; `gbr-node run` runs as its own
-process in a pseudo-terminal (pexpect, `delaybeforesend=None`), its output
-rendered by pyte as in the end-to-end tests. Each cycle: the model streams a
-slow answer (a word a line, every 50 ms, so that the input line keeps a row
-of its own); once the third word is on screen, `/s next` is typed, the screen shows it on the input line, and then Enter is sent. Two
-times are taken from that Enter (`time.monotonic()` just before the write to
-the pty; the server stamps its records with the same clock):
+exit status ignores the targets). The test model server runs in this
+process; `gbr-node run` runs as its own process in a pseudo-terminal
+(pexpect, `delaybeforesend=None`), its output rendered by pyte as in the
+end-to-end tests. Each cycle: the model streams a slow answer (a word a
+line, every 50 ms, so that the input line keeps a row of its own); once the
+third word is on screen, `/s next` is typed, the screen shows it on the
+input line, and then Enter is sent. Two times are taken from that Enter
+(`time.monotonic()` just before the write to the pty; the server stamps its
+records with the same clock):
 
 - Enter → close: the server sees the connection of the cut stream closed
   (`Disconnect.at`). Target (issue 5): p95 below 50 ms.

@@ -1,6 +1,6 @@
 """Benchmark: the cost of one sandbox path check against `os.path.realpath` alone.
 
-Run: `.venv/bin/python scripts/bench/sandbox.py [--rounds N]`. Prints median
+Run: `.venv/bin/python scripts/bench/sandbox.py [--rounds N] [--quick]`. Prints median
 and p95 in microseconds for `Sandbox.resolve` on a 5-name relative path and on
 a path through a symlink, and for `os.path.realpath` of the same absolute
 paths (the floor: the filesystem part of the check), plus the ratio of the
@@ -47,7 +47,9 @@ def _row(label: str, samples: list[float]) -> tuple[str, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=50_000, help="calls per measurement")
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--quick", action="store_true", help="smoke run: 200 calls each")
+    args = parser.parse_args()
+    rounds = 200 if args.quick else args.rounds
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, "src", "pkg", "sub", "deep"))
         with open(os.path.join(root, "src", "pkg", "sub", "deep", "mod.py"), "w") as f:
@@ -67,6 +69,7 @@ def main() -> None:
             floor = _row(f"realpath ({label})", floors)
             check = _row(f"resolve  ({label})", checks)
             rows.append((floor, check))
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'measurement':<22} {'median us':>10} {'p95 us':>10} {'ratio':>7}")
     for floor, check in rows:
         print(f"{floor[0]:<22} {floor[1]:>10.2f} {floor[2]:>10.2f} {'':>7}")
