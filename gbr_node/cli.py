@@ -14,6 +14,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gbr_node.config.loader import LoadedProfile
+    from gbr_node.node import NodeSettings
+    from gbr_node.tools.registry import Registry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -45,7 +51,7 @@ def _env_name(args: argparse.Namespace) -> str:
     return args.env or os.environ.get("GBR_ENV") or "default"
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace) -> LoadedProfile:
     from gbr_node.config.loader import load_profile
 
     return load_profile(_project_dir(args), _env_name(args))
@@ -54,7 +60,7 @@ def _load(args: argparse.Namespace):
 ARGS_HELP = "JSON object of arguments; - reads it from stdin, @FILE from a file"
 
 
-def _json_object(text: str, what: str) -> dict | None:
+def _json_object(text: str, what: str) -> dict[str, Any] | None:
     """`text` parsed as a JSON object, or None after printing what is wrong.
 
     `-` reads the JSON from stdin and `@FILE` from FILE: a command line holds
@@ -172,7 +178,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
         return _run_tool(registry, args.name, arguments, as_json=args.json)
 
 
-def _run_tool(registry, name: str, arguments: dict, *, as_json: bool) -> int:
+def _run_tool(registry: Registry, name: str, arguments: dict[str, Any], *, as_json: bool) -> int:
     from gbr_node.errors import InvalidArguments, SecurityViolation, UnknownTool
 
     try:
@@ -193,7 +199,7 @@ def _run_tool(registry, name: str, arguments: dict, *, as_json: bool) -> int:
     return EXIT_FAILED if result.is_error else EXIT_OK
 
 
-def _settings(args: argparse.Namespace):
+def _settings(args: argparse.Namespace) -> NodeSettings:
     from gbr_node import node
 
     listen = getattr(args, "listen", None)
@@ -534,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     from gbr_node.errors import GbrError
 
     try:
-        return args.func(args)
+        return int(args.func(args))
     except GbrError as exc:
         print(f"gbr-node: {exc}", file=sys.stderr)
         return EXIT_FAILED

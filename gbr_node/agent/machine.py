@@ -273,7 +273,7 @@ class AgentMachine:
                 else:
                     why = f"at most {MAX_CALLS_PER_ANSWER} tool calls are run per answer"
                 feedback = ToolExecutionFeedback(
-                    self._prompt_id, call.id, call.name, error=f"not run: {why}"
+                    msg.prompt_id, call.id, call.name, error=f"not run: {why}"
                 )
                 self._results[call.id] = feedback
                 if not repeated and position < MAX_CALLS_PER_ANSWER:
@@ -281,7 +281,7 @@ class AgentMachine:
             elif self._steps >= self.max_steps:
                 reason = f"not run: the step limit of {self.max_steps} was reached"
                 self._results[call.id] = ToolExecutionFeedback(
-                    self._prompt_id, call.id, call.name, error=reason
+                    msg.prompt_id, call.id, call.name, error=reason
                 )
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
@@ -346,7 +346,7 @@ class AgentMachine:
             for feedback, call, note in self._held:
                 self._append_result(feedback, call, note)
             actions.append(Show("check", "check stopped (interrupted)"))
-        elif self.state is State.STREAMING:
+        elif self.state is State.STREAMING and self._prompt_id is not None:
             actions.append(CancelInference(self._prompt_id))
             partial = "".join(self._partial)
             if partial:

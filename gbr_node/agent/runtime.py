@@ -90,7 +90,11 @@ class AgentRuntime:
         self.checked: dict[CheckTarget, None] = {}
         """Every target checked in this session, in order (`/check run` runs them again)."""
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+    ) -> None:
         """Serve the inbox until cancelled; tasks it started are cancelled with it."""
         async with trio.open_nursery() as nursery:
             task_status.started()
@@ -113,7 +117,7 @@ class AgentRuntime:
             self._scopes[action.prompt.prompt_id] = scope
             nursery.start_soon(self._infer, scope, action.prompt)
         elif isinstance(action, CancelInference):
-            scope = self._scopes.pop(action.prompt_id, None)
+            scope: trio.CancelScope | None = self._scopes.pop(action.prompt_id, None)
             if scope is not None:
                 scope.cancel()
         elif isinstance(action, RunTool):

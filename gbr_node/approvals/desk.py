@@ -134,7 +134,11 @@ class ApprovalDesk:
             handler=handler,
         )
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+    ) -> None:
         """Poll the log until cancelled.
 
         Approvals already pending at start are not announced again (the REPL

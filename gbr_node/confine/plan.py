@@ -304,8 +304,8 @@ def _mounts(
         add(7, ("bind", path, "ro", path))
     for path in hidden:
         add(8, ("hide", path))
-    for link in _alias_links(policy.sandbox.aliases, [*trees, root]):
-        add(9, link)
+    for alias in _alias_links(policy.sandbox.aliases, [*trees, root]):
+        add(9, alias)
     ops.sort(key=lambda item: (item[0], item[1]))
     return [op for _, _, op in ops]
 
