@@ -47,6 +47,7 @@ TARGET_REQUEST_MS = 150.0
 WORD_GAP_S = 0.05
 WORDS = 400  # 20 s of answer: always cut long before its end
 WAIT_S = 20.0
+STARTUP_S = 60.0  # a node starting on a loaded machine
 
 
 def _chunk(delta: dict, finish: str | None = None) -> dict:
@@ -100,7 +101,7 @@ def measure(interrupts: int, warmup: int) -> tuple[list[float], list[float]]:
         child.delaybeforesend = None
         term = Terminal(child)
         try:
-            term.expect("/help for commands")
+            term.expect("/help for commands", timeout_s=STARTUP_S)
             child.send("go\r")
             for n in range(cycles):
                 term.expect(f"c{n}xw2\n")
