@@ -117,9 +117,10 @@ class AgentRuntime:
             self._scopes[action.prompt.prompt_id] = scope
             nursery.start_soon(self._infer, scope, action.prompt)
         elif isinstance(action, CancelInference):
-            scope: trio.CancelScope | None = self._scopes.pop(action.prompt_id, None)
-            if scope is not None:
-                scope.cancel()
+            running = self._scopes.get(action.prompt_id)
+            if running is not None:
+                del self._scopes[action.prompt_id]
+                running.cancel()
         elif isinstance(action, RunTool):
             nursery.start_soon(self._run_tool, action)
         elif isinstance(action, TakeBaseline):

@@ -123,7 +123,9 @@ class Transaction:
             "INSERT INTO events (approval_id, kind, at, body) VALUES (?, ?, ?, ?)",
             (event.approval_id, kind, event.at, body),
         )
-        return dataclasses.replace(after, last_seq=cursor.lastrowid)
+        seq = cursor.lastrowid
+        assert seq is not None  # set by every INSERT (sqlite3 docs)
+        return dataclasses.replace(after, last_seq=seq)
 
     def decide(
         self,

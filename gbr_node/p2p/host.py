@@ -383,7 +383,7 @@ def _build_host(
     noise = NoiseTransport(keypair, noise_privkey=create_x25519_key_pair().private_key)
     upgrader = TransportUpgrader(
         secure_transports_by_protocol={NOISE_PROTOCOL_ID: noise},
-        muxer_transports_by_protocol={YAMUX_PROTOCOL_ID: Yamux},
+        muxer_transports_by_protocol={TProtocol(YAMUX_PROTOCOL_ID): Yamux},
     )
     peerstore = PeerStore()
     peerstore.add_key_pair(peer_id, keypair)

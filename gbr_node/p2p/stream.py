@@ -60,7 +60,8 @@ class Libp2pByteStream:
         except StreamEOF as exc:
             # py-libp2p 0.8.1's Yamux forgets a stream once its RST arrives, and
             # later reads report EOF; its `reset_received` flag tells them apart.
-            if getattr(self._stream.muxed_stream, "reset_received", False):
+            muxed = self._stream.muxed_stream  # type: ignore[attr-defined]  # NetStream has it; INetStream does not declare it
+            if getattr(muxed, "reset_received", False):
                 raise StreamBroken(f"peer {self.remote_peer_id} reset the stream") from exc
             data = b""
         except StreamError as exc:  # StreamReset, StreamClosed, StreamError
