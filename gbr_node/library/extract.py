@@ -245,12 +245,12 @@ class _Reader:
             and isinstance(node.value.func.value, ast.Name)
             and node.value.func.value.id == "__all__"
         ):
-            call = node.value
+            call, method = node.value, node.value.func.attr
             if info.all_names is None or len(call.args) != 1:
                 self.all_computed = True
-            elif call.func.attr == "append" and isinstance(call.args[0], ast.Constant):
+            elif method == "append" and isinstance(call.args[0], ast.Constant):
                 info.all_names = [*info.all_names, str(call.args[0].value)]
-            elif call.func.attr == "extend" and _literal_names(call.args[0]) is not None:
+            elif method == "extend" and _literal_names(call.args[0]) is not None:
                 info.all_names = info.all_names + (_literal_names(call.args[0]) or [])
             else:
                 self.all_computed = True
