@@ -38,7 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -54,8 +54,9 @@ from gbr_node.agent.messages import UserPrompt  # noqa: E402
 from gbr_node.agent.runtime import AgentRuntime  # noqa: E402
 from gbr_node.agent.session import Session  # noqa: E402
 from gbr_node.config.profile import ToolsConfig  # noqa: E402
-from gbr_node.llm.client import ClientSettings, ModelClient  # noqa: E402
+from gbr_node.llm.client import ModelClient  # noqa: E402
 from gbr_node.llm.events import Completion  # noqa: E402
+from gbr_node.llm.settings import ClientSettings  # noqa: E402
 from gbr_node.sandbox import Sandbox  # noqa: E402
 from gbr_node.tools.base import ToolResult  # noqa: E402
 from gbr_node.tools.registry import Registry, build_registry  # noqa: E402
@@ -88,12 +89,12 @@ class TimedModel:
     @asynccontextmanager
     async def stream_chat(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-    ) -> AsyncIterator[AsyncIterator[Any]]:
+    ) -> AsyncIterator[AsyncIterable[Any]]:
         self._stamps.mark("asked")
         async with self._client.stream_chat(messages, tools) as stream:
             yield self._stamped(stream)
 
-    async def _stamped(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async def _stamped(self, stream: AsyncIterable[Any]) -> AsyncIterator[Any]:
         async for event in stream:
             if isinstance(event, Completion):
                 self._stamps.mark("done")

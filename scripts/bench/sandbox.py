@@ -10,6 +10,7 @@ medians. Target (issue 2): median check within 3x of realpath alone.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import tempfile
@@ -64,7 +65,9 @@ def main() -> None:
         for label, rel in cases:
             absolute = os.path.join(real_root, rel)
             floors, checks = _timings(
-                lambda a=absolute: os.path.realpath(a), lambda r=rel: sandbox.resolve(r), rounds
+                functools.partial(os.path.realpath, absolute),
+                functools.partial(sandbox.resolve, rel),
+                rounds,
             )
             floor = _row(f"realpath ({label})", floors)
             check = _row(f"resolve  ({label})", checks)

@@ -205,7 +205,11 @@ async def test_an_invalid_result_from_the_host_is_an_internal_error(result: Any)
 
 async def test_a_host_that_fails_to_authorize_gives_internal_error() -> None:
     host = scripted()
-    host.authorize = lambda peer_id: 1 / 0  # type: ignore[method-assign]
+
+    def fail(peer_id: str) -> str:
+        raise ZeroDivisionError
+
+    host.authorize = fail  # type: ignore[method-assign]  # a host whose authorize breaks
     response = answer(await exchange(RpcServer(host), PEER, request("tools/list")))
     assert response["error"]["code"] == codes.INTERNAL_ERROR
 

@@ -79,7 +79,11 @@ def context_exceeded_body(prompt_tokens: int, n_ctx: int) -> dict[str, Any]:
         f"This model's maximum context length is {n_ctx} tokens. However, your messages "
         f"resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
     )
-    error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+    error: dict[str, Any] = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "messages",
+    }
     error.update(code="context_length_exceeded", n_prompt_tokens=prompt_tokens, n_ctx=n_ctx)
     return {"error": error}
 
