@@ -112,6 +112,9 @@ class TimedTools:
     def specs(self) -> list[dict[str, Any]]:
         return self._registry.specs()
 
+    def has(self, name: str) -> bool:
+        return self._registry.has(name)
+
     async def run(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
         self._stamps.mark("tool_start")
         try:

@@ -27,6 +27,7 @@ TABLES = {
     "library": "query p95 (question set)",
     "local_model": "first token ms",
     "local_tasks": "| model | success %",
+    "mcp": "mcp local: SDK client -> gbr-node mcp, read_file",
     "p2p_connect": "connect (dial+Noise+Yamux)",
     "rpc": "tools/call read_file 1 KiB, new stream",
     "sandbox": "resolve  (plain)",
