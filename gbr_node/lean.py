@@ -84,7 +84,7 @@ class _UnusedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def install() -> None:
     """Install the stand-ins (idempotent). Has no effect on modules already imported."""
-    # None in sys.modules makes the import fail (importlib docs); typeshed allows modules only
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    # None in sys.modules makes that import fail (importlib docs)
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # typeshed: modules only
     if not any(isinstance(finder, _UnusedFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _UnusedFinder())
