@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +139,7 @@ def _confinement_lines(mode: str) -> str:
     return f"# confinement: {in_force(mode, found)}\n# kernel Landlock ABI: {found.abi}"
 
 
-def _checks_lines(loaded) -> str:
+def _checks_lines(loaded: LoadedProfile) -> str:
     """Comment lines for `env check`: the write checks in force, with their programs as
     found on PATH now (UBQ-DEV-02, UNW-AI-01)."""
     from gbr_node.checks.runner import CheckRunner
@@ -448,7 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command(sub, name: str, summary: str, **kwargs) -> argparse.ArgumentParser:
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, **kwargs: Any
+) -> argparse.ArgumentParser:
     description, examples = COMMANDS[name]
     return sub.add_parser(
         name,
@@ -480,11 +483,21 @@ class _ToolHelp(argparse.Action):
     """`gbr-node tool --help`: the usual help, then every tool with its arguments."""
 
     def __init__(
-        self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None
-    ):
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: Any = argparse.SUPPRESS,
+        help: str | None = None,
+    ) -> None:
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         parser.print_help()
         print(f"\n{tool_listing()}")
         parser.exit()

@@ -155,7 +155,7 @@ class AgentRuntime:
         checks = self._checks()
         if checks is None or not wanted:
             return ()
-        runs = await trio.to_thread.run_sync(checks.run, wanted, stop, abandon_on_cancel=True)
+        runs = await trio.to_thread.run_sync(checks.run, wanted, stop, abandon_on_cancel=True)  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
         self.last_check = runs
         self.checked.update(dict.fromkeys(wanted))
         return runs

@@ -33,4 +33,4 @@ async def _read_delim_bounded(reader: object) -> bytes:
 
 def install() -> None:
     """Patch `MultiselectCommunicator.read` process-wide (idempotent)."""
-    multiselect_communicator.read_delim = _read_delim_bounded  # type: ignore[assignment]
+    multiselect_communicator.read_delim = _read_delim_bounded  # type: ignore[attr-defined]  # the patch itself: the module imports read_delim, so it is not re-exported

@@ -169,7 +169,8 @@ class GbrSwarm(Swarm):
                 await _close_quietly(conn)
             return
         for swarm_conn in list(self.connections.get(muxed.peer_id, ())):
-            if swarm_conn.muxed_conn is muxed:
+            # The swarm registers SwarmConns only (its map is typed as INetConn).
+            if isinstance(swarm_conn, SwarmConn) and swarm_conn.muxed_conn is muxed:
                 await self._watch(swarm_conn)
                 return
 

@@ -112,7 +112,8 @@ class BlockSplitter:
             self._gap = True
             return out
         if kind == "list" and self._continues_list(line):
-            if _item_indent(line) is not None and _item_indent(line) <= self._item_indent:
+            indent = _item_indent(line)
+            if indent is not None and indent <= self._item_indent:
                 out = self._close()  # the previous item is complete
                 self._open("list", line)
                 return out
