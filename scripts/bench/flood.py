@@ -1,6 +1,6 @@
 """Benchmark: a trusted peer's calls, and serve's memory, while strangers flood it (GBR-DOS-01).
 
-Usage: python scripts/bench/flood.py [--samples N] [--settle S] [--only TEXT]
+Usage: python scripts/bench/flood.py [--samples N] [--settle S] [--only TEXT] [--quick]
 
 Each case runs one fresh `gbr-node serve` on 127.0.0.1 that trusts this
 process's identity. The attack runs in a child process of its own
@@ -214,7 +214,12 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=3.0, help="seconds of flood first")
     parser.add_argument("--only", default="", help="run only the floods whose name has TEXT")
     parser.add_argument("--attack", nargs=2, metavar=("NAME", "ADDR"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: every case, 3 calls each, 0.5 s of flood"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.samples, args.settle = 3, 0.5
     if args.attack:
         trio.run(_run_attack, *args.attack)
         return

@@ -394,7 +394,7 @@ async def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.first_answer_free:
-        client_module.tool_call_grammar = partial(tool_call_grammar, must_call=False)
+        client_module.tool_call_grammar = partial(tool_call_grammar, must_call=False)  # type: ignore[attr-defined]  # patches the name client imported (not re-exported)
     models = [m for m in args.models.split(",") if m]
     for name in models:
         if name not in CATALOGUE or not local_model_available(name):

@@ -20,7 +20,9 @@ TIMEOUT_S = 600
 # script name -> a line of its table's header (or its first row)
 TABLES = {
     "agent": "history  measure",
+    "checks": "formatter alone (subprocess.run)",
     "confine": "program          mode        median ms",
+    "flood": "quiet (no flood)",
     "git_guard": "git command",
     "hotreload": "interval s  median ms",
     "interrupt": "server sees the close",
@@ -31,6 +33,7 @@ TABLES = {
     "p2p_connect": "connect (dial+Noise+Yamux)",
     "rpc": "tools/call read_file 1 KiB, new stream",
     "sandbox": "resolve  (plain)",
+    "terminal": "streaming, typing",
 }
 NEEDS_LOCAL_MODEL = {"local_model", "local_tasks"}
 

@@ -352,7 +352,7 @@ def test_error_in_the_middle_keeps_partial_text_and_marks_it(bad: Any, message: 
 def test_finish_reason_error_then_done_is_still_an_error() -> None:
     bad = {"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}
     _, completion = assemble(delta(content="half "), bad, "[DONE]")
-    assert completion.partial and "finish_reason error" in completion.error
+    assert completion.partial and completion.error and "finish_reason error" in completion.error
 
 
 def test_sse_error_event_ends_the_turn_with_its_message() -> None:

@@ -388,7 +388,7 @@ async def test_a_refused_stream_is_answered_before_a_byte_of_it_is_read(trusted:
         return TEXT_RESULT
 
     host = VectorHost() if not trusted else ScriptedHost(call_tool)
-    server = RpcServer(host, Limits(max_concurrent_calls_per_peer=1))
+    server: RpcServer[Any] = RpcServer(host, Limits(max_concurrent_calls_per_peer=1))
     peer = "12D3KooWStranger" if not trusted else PEER
     client, served = trio.testing.memory_stream_pair()
     counting = CountingStream(served)
