@@ -27,6 +27,7 @@ from gbr_node.approvals.state import (
     Applied,
     Approval,
     Approved,
+    Event,
     Failed,
     PendingApproval,
     Rejected,
@@ -164,8 +165,8 @@ class ApprovalDesk:
             except GbrError as exc:
                 log.warning("approval #%s: %s", event.approval_id, exc)
 
-    async def _handle(self, event: object) -> None:
-        approval_id = event.approval_id  # type: ignore[attr-defined]
+    async def _handle(self, event: Event) -> None:
+        approval_id = event.approval_id
         if isinstance(event, PendingApproval):
             self._on_new(await trio.to_thread.run_sync(self.log.get, approval_id))
         elif isinstance(event, Approved):  # Edited is an Approved too

@@ -141,11 +141,10 @@ def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> 
 
 
 def _literal_names(node: ast.expr) -> list[str] | None:
-    if isinstance(node, ast.List | ast.Tuple | ast.Set) and all(
-        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
-    ):
-        return [e.value for e in node.elts]  # type: ignore[attr-defined]
-    return None
+    if not isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return None
+    names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return names if len(names) == len(node.elts) else None
 
 
 def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str | None:

@@ -126,7 +126,7 @@ class P2PHost:
 
     @property
     def _swarm(self) -> GbrSwarm:
-        return self._host.get_network()  # type: ignore[return-value]
+        return self._host.get_network()  # type: ignore[return-value]  # open_host builds the host on a GbrSwarm
 
     def set_stream_handler(
         self, protocol_id: str, handler: StreamHandler, *, require_trust: bool = True

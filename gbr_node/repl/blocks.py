@@ -129,8 +129,9 @@ class BlockSplitter:
         return out + self._start(line)
 
     def _start(self, line: str) -> list[Block]:
-        if FENCE.match(line):
-            self._fence = FENCE.match(line).group(1)  # type: ignore[union-attr]
+        fence = FENCE.match(line)
+        if fence:
+            self._fence = fence.group(1)
             self._open("code", line)
         elif HEADING.match(line) or RULE.match(line):
             self._open("heading" if HEADING.match(line) else "rule", line)

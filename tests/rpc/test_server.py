@@ -265,7 +265,7 @@ async def test_a_failing_notify_is_logged_and_does_not_escape(
     async def notify(grant: str, method: str, params: dict[str, Any]) -> None:
         raise RuntimeError("boom")
 
-    host.notify = notify  # type: ignore[method-assign]
+    host.notify = notify  # type: ignore[method-assign]  # the test's stand-in
     note = encode_frame(b'{"jsonrpc":"2.0","method":"notifications/x"}')
     assert await exchange(RpcServer(host), PEER, note) == b""
     assert "boom" in caplog.text
