@@ -13,7 +13,14 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gbr_node.config.loader import LoadedProfile
+    from gbr_node.node import NodeSettings
+    from gbr_node.tools.registry import Registry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -45,7 +52,7 @@ def _env_name(args: argparse.Namespace) -> str:
     return args.env or os.environ.get("GBR_ENV") or "default"
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace) -> LoadedProfile:
     from gbr_node.config.loader import load_profile
 
     return load_profile(_project_dir(args), _env_name(args))
@@ -54,7 +61,7 @@ def _load(args: argparse.Namespace):
 ARGS_HELP = "JSON object of arguments; - reads it from stdin, @FILE from a file"
 
 
-def _json_object(text: str, what: str) -> dict | None:
+def _json_object(text: str, what: str) -> dict[str, Any] | None:
     """`text` parsed as a JSON object, or None after printing what is wrong.
 
     `-` reads the JSON from stdin and `@FILE` from FILE: a command line holds
@@ -132,7 +139,7 @@ def _confinement_lines(mode: str) -> str:
     return f"# confinement: {in_force(mode, found)}\n# kernel Landlock ABI: {found.abi}"
 
 
-def _checks_lines(loaded) -> str:
+def _checks_lines(loaded: LoadedProfile) -> str:
     """Comment lines for `env check`: the write checks in force, with their programs as
     found on PATH now (UBQ-DEV-02, UNW-AI-01)."""
     from gbr_node.config.loader import build_sandbox
@@ -172,7 +179,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
         return _run_tool(registry, args.name, arguments, as_json=args.json)
 
 
-def _run_tool(registry, name: str, arguments: dict, *, as_json: bool) -> int:
+def _run_tool(registry: Registry, name: str, arguments: dict[str, Any], *, as_json: bool) -> int:
     from gbr_node.errors import InvalidArguments, SecurityViolation, UnknownTool
 
     try:
@@ -193,7 +200,7 @@ def _run_tool(registry, name: str, arguments: dict, *, as_json: bool) -> int:
     return EXIT_FAILED if result.is_error else EXIT_OK
 
 
-def _settings(args: argparse.Namespace):
+def _settings(args: argparse.Namespace) -> NodeSettings:
     from gbr_node import node
 
     listen = getattr(args, "listen", None)
@@ -442,7 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command(sub, name: str, summary: str, **kwargs) -> argparse.ArgumentParser:
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, **kwargs: Any
+) -> argparse.ArgumentParser:
     description, examples = COMMANDS[name]
     return sub.add_parser(
         name,
@@ -474,11 +483,21 @@ class _ToolHelp(argparse.Action):
     """`gbr-node tool --help`: the usual help, then every tool with its arguments."""
 
     def __init__(
-        self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None
-    ):
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: Any = argparse.SUPPRESS,
+        help: str | None = None,
+    ) -> None:
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         parser.print_help()
         print(f"\n{tool_listing()}")
         parser.exit()
@@ -534,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     from gbr_node.errors import GbrError
 
     try:
-        return args.func(args)
+        return int(args.func(args))
     except GbrError as exc:
         print(f"gbr-node: {exc}", file=sys.stderr)
         return EXIT_FAILED

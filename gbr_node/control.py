@@ -45,8 +45,9 @@ from gbr_node.library.index import LibraryIndex
 from gbr_node.library.lookup import db_path, open_library, prelookup
 from gbr_node.library.present import hits_text
 from gbr_node.llm.choice import ModelChoice, choose_model
-from gbr_node.llm.client import ClientSettings, ModelClient
+from gbr_node.llm.client import ModelClient
 from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL, EMBEDDED_TOOLS
+from gbr_node.llm.settings import ClientSettings
 from gbr_node.mcp.mounts import Mounts
 from gbr_node.mcp.toolset import NodeTools
 from gbr_node.p2p.host import P2PHost
@@ -309,7 +310,9 @@ class Node:
             return "" if outcome is not None else f"profile {self.loaded.name} is unchanged"
         raise GbrError("usage: /env, /env use NAME, /env reload")
 
-    async def follow_profile(self, receive: trio.MemoryReceiveChannel) -> None:
+    async def follow_profile(
+        self, receive: trio.MemoryReceiveChannel[UpdateEnv | ProfileRejected]
+    ) -> None:
         """Apply what the watcher sends (ADR-0012a): a valid profile is put in force
         for every call that starts after it, the agent's system message is
         replaced, peers no longer trusted are disconnected, and one line says
@@ -476,15 +479,16 @@ class Node:
         asked = (peer_id, number)
         if asked in self._heard:
             return
-        ours = self.peers is not None and asked in self.peers.awaiting
+        peers = self.peers
+        ours = peers is not None and asked in peers.awaiting
         status = params.get("status")
         why = f": {params.get('text', '')}" if status in ("rejected", "failed") else ""
         self.notice(
             f"peer {alias}: approval #{number} {status}{why}"
             + ("" if ours else " (asked by another process with this identity, not the agent)")
         )
-        if ours and self.peers is not None and self.runtime is not None:
-            self.peers.awaiting.discard(asked)
+        if peers is not None and ours and self.runtime is not None:
+            peers.awaiting.discard(asked)
             self._heard.add(asked)
             text = f"[from peer {alias}] {params.get('text', '')}"
             await self.runtime.inbox.send(ApprovalResolved(number, text))
@@ -503,7 +507,7 @@ class Node:
         found = None
         with trio.move_on_after(PRELOOKUP_TIMEOUT_S) as scope:
             try:
-                found = await trio.to_thread.run_sync(
+                found = await trio.to_thread.run_sync(  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
                     prelookup, index, prompt.text, config.context_tokens, abandon_on_cancel=True
                 )
             except LibraryError as exc:
@@ -538,7 +542,7 @@ class Node:
             return text + problems
 
         try:
-            return await trio.to_thread.run_sync(search, abandon_on_cancel=True)
+            return await trio.to_thread.run_sync(search, abandon_on_cancel=True)  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
         except LibraryError as exc:
             raise GbrError(f"library: {exc}") from exc
 
@@ -550,7 +554,7 @@ class Node:
             self.library_wanted.set()
         await self.library_wanted.wait()
         try:
-            report = await trio.to_thread.run_sync(self.library.refresh, abandon_on_cancel=True)
+            report = await trio.to_thread.run_sync(self.library.refresh, abandon_on_cancel=True)  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
         except LibraryError as exc:
             log.warning("library index not refreshed: %s", exc)
             return

@@ -29,6 +29,8 @@ Foreign exceptions (OSError, httpx, libp2p) are translated at the boundary with
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class GbrError(Exception):
     """Root of every error gbr-node raises on purpose."""
@@ -99,7 +101,7 @@ class ApprovalRequired(GbrError):
         path: str,
         absolute: str,
         content: str | None = None,
-        detail: dict | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         self.tool = tool
         self.path = path

@@ -68,7 +68,9 @@ class _StandInModule(types.ModuleType):
 
 
 class _UnusedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name: str, path: object = None, target: object = None):
+    def find_spec(
+        self, name: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if any(name == p or name.startswith(p + ".") for p in UNUSED_PACKAGES):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
@@ -82,6 +84,7 @@ class _UnusedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def install() -> None:
     """Install the stand-ins (idempotent). Has no effect on modules already imported."""
-    sys.modules.setdefault("httpx._main", None)
+    # None in sys.modules makes that import fail (importlib docs)
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # typeshed: modules only
     if not any(isinstance(finder, _UnusedFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _UnusedFinder())

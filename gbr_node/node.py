@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +31,15 @@ from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
-from gbr_node.config.profile import ModelConfig
+from gbr_node.config.profile import ModelConfig, TrustedPeer
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.control import EMBEDDED_FAILED, EMBEDDED_OFF, Node, missing_model_help
 from gbr_node.errors import GbrError, ModelError, PeerUnreachable
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
-from gbr_node.llm.client import ClientSettings, ModelClient
+from gbr_node.llm.client import ModelClient
 from gbr_node.llm.local import describe as describe_local
 from gbr_node.llm.local import local_model_available, local_model_server
+from gbr_node.llm.settings import ClientSettings
 from gbr_node.p2p.host import P2PHost, open_host, parse_target
 from gbr_node.p2p.identity import default_identity_path, load_or_create_identity, peer_id_of
 from gbr_node.p2p.remote import PeerDirectory
@@ -244,7 +245,7 @@ async def call_once(
     unreachable or unauthorized.
     """
     peer_addrs: tuple[str, ...] = ()
-    peers = {}
+    peers: Mapping[str, TrustedPeer] = {}
     if profile_path(settings.project_dir, settings.env).exists():
         peers = load_profile(settings.project_dir, settings.env).profile.peers
     if target in peers:
@@ -264,7 +265,7 @@ async def call_once(
         return await _call_and_print(host, target, tool, arguments)
 
 
-def _bad_target(target: str, exc: GbrError, peers: dict, env: str) -> str:
+def _bad_target(target: str, exc: GbrError, peers: Mapping[str, TrustedPeer], env: str) -> str:
     """Why `target` is no call target, in the words of the command line: a word that
     looks like neither a peer ID nor a multiaddr is taken for a mistyped alias."""
     known = ", ".join(peers) or f"none: profile {env} has no [peers]"
@@ -383,7 +384,9 @@ async def run_interactive(settings: NodeSettings) -> int:
     try:
         async with trio.open_nursery() as everything:
 
-            async def repl_then_stop(task_status: trio.TaskStatus) -> None:
+            async def repl_then_stop(
+                task_status: trio.TaskStatus[None],  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+            ) -> None:
                 await repl.run(task_status=task_status)
                 everything.cancel_scope.cancel()  # the person left: stop the node
 
@@ -408,6 +411,9 @@ async def _run_node(
     entries: int,
 ) -> None:
     """The node's parts for `run`, until cancelled (the REPL cancels when the person leaves)."""
+    runtime = node.runtime
+    if runtime is None:  # a defect: run_interactive sets it before calling this
+        raise RuntimeError("the node's agent runtime is not set")
     say = repl.line
     async with AsyncExitStack() as stack:
         if choice.configured:
@@ -442,7 +448,7 @@ async def _run_node(
         confinement = await trio.to_thread.run_sync(node.confinement_notice)
         if confinement is not None:
             say(f"{DIM}{confinement}{RESET}")
-        await nursery.start(node.runtime.run)
+        await nursery.start(runtime.run)
         node.notice = repl.notice
         node.color = repl.color
         await _start_background(node, nursery)

@@ -154,7 +154,7 @@ class ContextManager:
         starts = session.turn_starts()
         last = starts[-1] if starts else len(session.entries)
         fixed = math.ceil(
-            (request_tokens([session.entries[0].message], tools) + session.note_cap_tokens)
+            (request_tokens([session.entries[0].message], tools) + (session.note_cap_tokens or 0))
             * self.ratio
         )
         cut, trimmed = session.cut, set(session.trimmed)

@@ -15,8 +15,10 @@ from typing import Any, Protocol
 
 import trio
 
-from gbr_node.agent.messages import ToolCall, ToolExecutionFeedback
+from gbr_node.agent.messages import ToolExecutionFeedback
 from gbr_node.errors import GbrError
+from gbr_node.llm.events import ToolCall
+from gbr_node.tools.base import ToolResult
 
 REMOTE_SEPARATOR = "__"
 log = logging.getLogger("gbr_node.agent")
@@ -29,7 +31,7 @@ class LocalTools(Protocol):
 
     def has(self, name: str) -> bool: ...
 
-    async def run(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def run(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Run a tool; returns a `tools.base.ToolResult` (its `to_mcp()` is what is sent)."""
         ...
 
@@ -82,7 +84,9 @@ class Dispatcher:
             specs += self.remote.specs()
         return [chat_tool(s) for s in specs]
 
-    async def run(self, prompt_id: int, call: ToolCall, send: trio.MemorySendChannel) -> None:
+    async def run(
+        self, prompt_id: int, call: ToolCall, send: trio.MemorySendChannel[object]
+    ) -> None:
         """Run `call` and send its feedback tagged with `prompt_id`.
 
         Never raises (except trio.Cancelled): every failure becomes feedback

@@ -210,6 +210,13 @@ class AgentMachine:
             raise UnexpectedMessage(f"{type(msg).__name__} in state {self.state.value}")
         return handler(self, msg)
 
+    def _current_prompt(self) -> int:
+        """The id of the turn's inference; only called inside a turn (raises
+        UnexpectedMessage otherwise: a transition reached out of its state)."""
+        if self._prompt_id is None:
+            raise UnexpectedMessage(f"no inference in progress in state {self.state.value}")
+        return self._prompt_id
+
     # -- transitions -------------------------------------------------------
 
     def _on_prompt(self, msg: UserPrompt) -> list[Action]:
@@ -273,7 +280,7 @@ class AgentMachine:
                 else:
                     why = f"at most {MAX_CALLS_PER_ANSWER} tool calls are run per answer"
                 feedback = ToolExecutionFeedback(
-                    self._prompt_id, call.id, call.name, error=f"not run: {why}"
+                    msg.prompt_id, call.id, call.name, error=f"not run: {why}"
                 )
                 self._results[call.id] = feedback
                 if not repeated and position < MAX_CALLS_PER_ANSWER:
@@ -281,15 +288,15 @@ class AgentMachine:
             elif self._steps >= self.max_steps:
                 reason = f"not run: the step limit of {self.max_steps} was reached"
                 self._results[call.id] = ToolExecutionFeedback(
-                    self._prompt_id, call.id, call.name, error=reason
+                    msg.prompt_id, call.id, call.name, error=reason
                 )
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
-                actions.append(RunTool(self._prompt_id, call))
+                actions.append(RunTool(self._current_prompt(), call))
                 baseline += self._needs_baseline(call)
         if baseline:
             self._cancel_checks = True
-            actions.insert(0, TakeBaseline(self._prompt_id, self._turn, tuple(baseline)))
+            actions.insert(0, TakeBaseline(self._current_prompt(), self._turn, tuple(baseline)))
         if self._steps >= self.max_steps:
             actions.append(Show("notice", f"stopped: {self.max_steps} steps in this turn"))
         return actions + self._maybe_continue()
@@ -341,12 +348,12 @@ class AgentMachine:
     def _on_interrupt(self, msg: Interrupt | InterruptAndSuggest) -> list[Action]:
         actions: list[Action] = []
         if self._cancel_checks:
-            actions.append(CancelCheck(self._prompt_id))
+            actions.append(CancelCheck(self._current_prompt()))
         if self.state is State.CHECKING:
             for feedback, call, note in self._held:
                 self._append_result(feedback, call, note)
             actions.append(Show("check", "check stopped (interrupted)"))
-        elif self.state is State.STREAMING:
+        elif self.state is State.STREAMING and self._prompt_id is not None:
             actions.append(CancelInference(self._prompt_id))
             partial = "".join(self._partial)
             if partial:
@@ -417,7 +424,7 @@ class AgentMachine:
             self.state = State.CHECKING
             self._held = held
             self._cancel_checks = True
-            return [RunCheck(self._prompt_id, self._turn, wanted)]
+            return [RunCheck(self._current_prompt(), self._turn, wanted)]
         for feedback, call, note in held:
             self._append_result(feedback, call, note)
         if runaway is not None:

@@ -9,7 +9,7 @@ sends nothing.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -17,21 +17,28 @@ import trio
 
 from gbr_node.agent.messages import DirectPrompt, OracleChunk, OracleDone, OracleFailed
 from gbr_node.errors import ModelError
-from gbr_node.llm.events import Completion, Event, ReasoningDelta, TextDelta
+from gbr_node.llm.events import (
+    Completion,
+    Event,
+    InvalidToolCall,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+)
 
 
 class ChatModel(Protocol):
     """What the oracle needs of a model client (`llm.client.ModelClient`):
-    `stream_chat(...)` returns an async context manager that is an async
-    iterator of `llm.events` events ending with one `Completion`."""
+    `stream_chat(...)` returns an async context manager that gives an async
+    iterable of `llm.events` events ending with one `Completion`."""
 
     def stream_chat(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-    ) -> AbstractAsyncContextManager[AsyncIterator[Event]]: ...
+    ) -> AbstractAsyncContextManager[AsyncIterable[Event]]: ...
 
 
 async def run_inference(
-    model: Callable[[], ChatModel], prompt: DirectPrompt, send: trio.MemorySendChannel
+    model: Callable[[], ChatModel], prompt: DirectPrompt, send: trio.MemorySendChannel[object]
 ) -> None:
     """Stream one inference and send its chunks and end to `send`.
 
@@ -67,5 +74,5 @@ async def run_inference(
 def _finished(pid: int, done: Completion) -> OracleDone | OracleFailed:
     if done.partial:
         return OracleFailed(pid, done.error or "the answer was cut short", done.text)
-    calls = (*done.tool_calls, *done.invalid_tool_calls)
+    calls: tuple[ToolCall | InvalidToolCall, ...] = (*done.tool_calls, *done.invalid_tool_calls)
     return OracleDone(pid, done.text, calls, done.finish_reason, done.usage)

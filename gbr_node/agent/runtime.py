@@ -90,7 +90,11 @@ class AgentRuntime:
         self.checked: dict[CheckTarget, None] = {}
         """Every target checked in this session, in order (`/check run` runs them again)."""
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+    ) -> None:
         """Serve the inbox until cancelled; tasks it started are cancelled with it."""
         async with trio.open_nursery() as nursery:
             task_status.started()
@@ -113,9 +117,10 @@ class AgentRuntime:
             self._scopes[action.prompt.prompt_id] = scope
             nursery.start_soon(self._infer, scope, action.prompt)
         elif isinstance(action, CancelInference):
-            scope = self._scopes.pop(action.prompt_id, None)
-            if scope is not None:
-                scope.cancel()
+            running = self._scopes.get(action.prompt_id)
+            if running is not None:
+                del self._scopes[action.prompt_id]
+                running.cancel()
         elif isinstance(action, RunTool):
             nursery.start_soon(self._run_tool, action)
         elif isinstance(action, TakeBaseline):
@@ -150,7 +155,7 @@ class AgentRuntime:
         checks = self._checks()
         if checks is None or not wanted:
             return ()
-        runs = await trio.to_thread.run_sync(checks.run, wanted, stop, abandon_on_cancel=True)
+        runs = await trio.to_thread.run_sync(checks.run, wanted, stop, abandon_on_cancel=True)  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
         self.last_check = runs
         self.checked.update(dict.fromkeys(wanted))
         return runs

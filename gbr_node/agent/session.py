@@ -78,7 +78,7 @@ class Session:
     @property
     def system_prompt(self) -> str:
         """The current system prompt as the person wrote it (without our added note)."""
-        return self.entries[0].meta["prompt"]
+        return str(self.entries[0].meta["prompt"])
 
     def append(self, message: dict[str, Any], **meta: Any) -> None:
         """Add a message (and metadata such as `interrupted=True`) at the end."""

@@ -35,7 +35,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 Editor = Callable[..., str | None]
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `approvals` and its actions on `subparsers` (the `gbr-node`
     command tree); the parsed Namespace runs with `args.func(args)`."""
     raw = argparse.RawDescriptionHelpFormatter

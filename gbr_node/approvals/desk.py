@@ -27,6 +27,7 @@ from gbr_node.approvals.state import (
     Applied,
     Approval,
     Approved,
+    Event,
     Failed,
     PendingApproval,
     Rejected,
@@ -134,7 +135,11 @@ class ApprovalDesk:
             handler=handler,
         )
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+    ) -> None:
         """Poll the log until cancelled.
 
         Approvals already pending at start are not announced again (the REPL
@@ -160,8 +165,8 @@ class ApprovalDesk:
             except GbrError as exc:
                 log.warning("approval #%s: %s", event.approval_id, exc)
 
-    async def _handle(self, event: object) -> None:
-        approval_id = event.approval_id  # type: ignore[attr-defined]
+    async def _handle(self, event: Event) -> None:
+        approval_id = event.approval_id
         if isinstance(event, PendingApproval):
             self._on_new(await trio.to_thread.run_sync(self.log.get, approval_id))
         elif isinstance(event, Approved):  # Edited is an Approved too

@@ -15,6 +15,7 @@ back by SQLite on the next open and its write lock dies with the process.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import os
@@ -120,7 +121,9 @@ class Transaction:
             "INSERT INTO events (approval_id, kind, at, body) VALUES (?, ?, ?, ?)",
             (event.approval_id, kind, event.at, body),
         )
-        return dataclasses.replace(after, last_seq=cursor.lastrowid)
+        seq = cursor.lastrowid
+        assert seq is not None  # set by every INSERT (sqlite3 docs)
+        return dataclasses.replace(after, last_seq=seq)
 
     def decide(
         self,
@@ -246,7 +249,7 @@ class ApprovalLog:
         approvals = derive(self.events_since(0)).values()
         return sorted((a for a in approvals if status in (None, a.status)), key=lambda a: a.id)
 
-    def events_since(self, seq: int) -> list[Event]:
+    def events_since(self, seq: int) -> builtins.list[Event]:
         """Events with a seq above `seq`, in log order; a node polls this (about
         once a second) to learn of decisions made by other processes."""
         with self._lock, self._translated():

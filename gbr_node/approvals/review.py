@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 
 from gbr_node.errors import ToolError
 from gbr_node.textcells import visible
@@ -59,16 +60,16 @@ def colour_diff(lines: list[str], *, colour: bool = True) -> str:
     return "\n".join(painted)
 
 
-def editor_command(environ: dict[str, str] | None = None) -> list[str]:
+def editor_command(environ: Mapping[str, str] | None = None) -> list[str]:
     """argv of the operator's editor: `$EDITOR` split like a shell would
     (it may hold arguments, e.g. "code --wait"), else the first of nano, vi
     found on PATH. Raises ToolError when there is none."""
-    environ = os.environ if environ is None else environ
-    configured = shlex.split(environ.get("EDITOR", ""))
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    configured = shlex.split(env.get("EDITOR", ""))
     if configured:
         return configured
     for name in FALLBACK_EDITORS:
-        found = shutil.which(name, path=environ.get("PATH"))
+        found = shutil.which(name, path=env.get("PATH"))
         if found:
             return [found]
     raise ToolError("no editor found: set $EDITOR (nano and vi are not installed)")

@@ -139,10 +139,10 @@ class ToolsConfig(_Frozen):
 
     @field_validator("enabled")
     @classmethod
-    def _known_tools(cls, value: object) -> object:
+    def _known_tools(cls, value: tuple[str, ...] | Literal["*"]) -> tuple[str, ...] | Literal["*"]:
         if value == "*":
             return value
-        unknown = [name for name in value if name not in ALL_LOCAL_TOOLS]  # type: ignore[union-attr]
+        unknown = [name for name in value if name not in ALL_LOCAL_TOOLS]
         if unknown:
             raise ValueError(
                 f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(ALL_LOCAL_TOOLS)}"

@@ -45,7 +45,7 @@ import pathlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import trio
 
@@ -76,6 +76,7 @@ class WatcherStatistics:
 
 
 Outcome = UpdateEnv | ProfileRejected | None
+_O = TypeVar("_O", bound=Outcome)
 
 HOLD_S = 0.5
 """Seconds a new profile's files must hold still, read equal at both ends, before
@@ -133,7 +134,9 @@ class ProfileWatcher:
         return WatcherStatistics(self._polls, self._hashes, self._loads)
 
     async def run(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
     ) -> NoReturn:
         """Poll until cancelled. The first poll (which reloads once to confirm
         `current` is still what is on disk) is done before `task_status.started()`,
@@ -224,11 +227,11 @@ class ProfileWatcher:
 
     async def _apply(
         self,
-        message: Outcome,
+        message: _O,
         active: LoadedProfile,
         fingerprints: dict[pathlib.Path, Fingerprint],
         gate: ReloadGate,
-    ) -> Outcome:
+    ) -> _O:
         """Commit the decided state, then send `message`; a send that is cancelled or
         fails puts the previous state back, so the next poll decides again."""
         previous = self._active, self._fingerprints, self._gate

@@ -50,6 +50,7 @@ import socket
 import stat
 import struct
 import sys
+from typing import Any
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _SYSCALL = _LIBC.syscall
@@ -123,7 +124,7 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _enter_namespaces(plan: dict) -> None:
+def _enter_namespaces(plan: dict[str, Any]) -> None:
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC
     if not plan["network"]:
         flags |= CLONE_NEWNET
@@ -166,17 +167,22 @@ def _set_attr(path: str, attrs: int, recursive: bool, step: str) -> None:
         os.close(fd)
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None):
+def _mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None
+) -> None:
     """mount(2) with the source (for a bind) and the target opened by `_open_path`."""
     step = f"mount {fstype or source} on {target}"
-    opened = []
+    opened: list[int] = []
     try:
         if source is not None and fstype is None:
             opened.append(_open_path(source, step))
             source = f"/proc/self/fd/{opened[-1]}"
         opened.append(_open_path(target, step))
         target_fd = f"/proc/self/fd/{opened[-1]}"
-        encode = lambda s: None if s is None else s.encode()  # noqa: E731
+
+        def encode(text: str | None) -> bytes | None:
+            return None if text is None else text.encode()
+
         result = _LIBC.mount(
             encode(source), target_fd.encode(), encode(fstype), flags, encode(data)
         )
@@ -186,7 +192,7 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
             os.close(fd)
 
 
-def _build_root(plan: dict) -> None:
+def _build_root(plan: dict[str, Any]) -> None:
     """Mount the plan's new root and pivot into it; afterwards only what the plan
     bound in exists (ops: tmpfs, bind, symlink, proc), every path as outside."""
     new = plan["new_root"]
@@ -244,7 +250,7 @@ def _drop_capabilities() -> None:
     _syscall("capset", "drop capabilities", header, bytes(24))
 
 
-def _landlock(rules: dict) -> None:
+def _landlock(rules: dict[str, Any]) -> None:
     """Create the plan's ruleset (fs, net, scopes handled) and restrict this process."""
     handled = struct.pack("=QQQ", rules["fs"], rules["net"], rules["scoped"])
     handled = handled[: rules["attr_size"]]
@@ -274,7 +280,7 @@ def _seccomp(program: bytes) -> None:
     _syscall("seccomp", step, SECCOMP_SET_MODE_FILTER, 0, ctypes.byref(fprog))
 
 
-def _confine_self(plan: dict) -> None:
+def _confine_self(plan: dict[str, Any]) -> None:
     _drop_capabilities()
     _prctl(PR_SET_NO_NEW_PRIVS, 1, "set no_new_privs")
     _landlock(plan["landlock"])
@@ -297,7 +303,7 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def _start_command(plan: dict) -> int:
+def _start_command(plan: dict[str, Any]) -> int:
     """C: the command, started with posix_spawn (a vfork: no copy of this Python
     process), or the probe, forked. Returns its pid; 0 when it could not start
     (reported as `E`)."""
@@ -346,7 +352,7 @@ def _kill_leftovers() -> None:
             return
 
 
-def _init(plan: dict, entered: bool = False) -> None:
+def _init(plan: dict[str, Any], entered: bool = False) -> None:
     """I: finish confinement, run C, reap until C exits, report. Never returns.
     `entered`: a warm I, whose namespaces were made before the plan came (it must
     then be a namespaces plan without network)."""
@@ -377,7 +383,7 @@ def _init(plan: dict, entered: bool = False) -> None:
     os._exit(0)
 
 
-def _launch(plan: dict) -> None:
+def _launch(plan: dict[str, Any]) -> None:
     """L: run one plan. Never returns."""
     if not plan["namespaces"]:
         _init(plan)
@@ -395,7 +401,7 @@ def _launch(plan: dict) -> None:
     os._exit(0)
 
 
-def _probe(checks: list) -> int:
+def _probe(checks: list[Any]) -> int:
     """Probe plans run this in C instead of a command: each expectation about what
     the confined process can do is tested; 0 when all hold, else 1 (what failed on
     stdout)."""
@@ -422,13 +428,13 @@ def _probe(checks: list) -> int:
 # -- the zygote ------------------------------------------------------------------
 
 
-def _adopt(fds: list[int]) -> dict:
+def _adopt(fds: list[int]) -> dict[str, Any]:
     """Take a request's fds (plan, stdin, stdout, stderr, status) as 0-3 and read
     the plan; every other descriptor is closed."""
     if len(fds) != 5:
         os._exit(125)
     with os.fdopen(fds[0], "rb", closefd=True) as source:
-        plan = marshal.loads(source.read())
+        plan: dict[str, Any] = marshal.loads(source.read())
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds[1:]]
     for target, fd in enumerate(high):
         os.dup2(fd, target, inheritable=target < 3)

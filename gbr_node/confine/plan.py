@@ -36,6 +36,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gbr_node.confine import rights, seccomp
 from gbr_node.confine.policy import SYSTEM_FOLDERS, CommandPolicy
@@ -103,7 +104,9 @@ def _stamp(folder: str) -> tuple[int, int] | None:
     return info.st_ino, info.st_mtime_ns
 
 
-_system_rules: dict[tuple, tuple[list[rights.Rule], dict[str, tuple[int, int] | None]]] = {}
+_system_rules: dict[
+    tuple[Any, ...], tuple[list[rights.Rule], dict[str, tuple[int, int] | None]]
+] = {}
 
 
 def _tree_rules(tree: str, access: int, exceptions: dict[str, int]) -> list[rights.Rule]:
@@ -269,12 +272,12 @@ def _mounts(
     protected: list[str],
     pins: list[str],
     hidden: list[str],
-) -> list[tuple]:
+) -> list[tuple[Any, ...]]:
     """The namespaces plan's mounts, parents before children."""
     root, home = str(policy.root), os.path.realpath(policy.home)
-    ops: list[tuple[int, int, tuple]] = []  # (depth, order, op)
+    ops: list[tuple[int, int, tuple[Any, ...]]] = []  # (depth, order, op)
 
-    def add(order: int, op: tuple) -> None:
+    def add(order: int, op: tuple[Any, ...]) -> None:
         target = op[-1]
         ops.append((0 if target == "/" else target.count("/"), order, op))
 
@@ -304,17 +307,17 @@ def _mounts(
         add(7, ("bind", path, "ro", path))
     for path in hidden:
         add(8, ("hide", path))
-    for link in _alias_links(policy.sandbox.aliases, [*trees, root]):
-        add(9, link)
+    for alias in _alias_links(policy.sandbox.aliases, [*trees, root]):
+        add(9, alias)
     ops.sort(key=lambda item: (item[0], item[1]))
     return [op for _, _, op in ops]
 
 
-def _alias_links(aliases: Iterable[str], bound: list[str]) -> list[tuple]:
+def _alias_links(aliases: Iterable[str], bound: list[str]) -> list[tuple[Any, ...]]:
     """The symlinks that spell the root another way (a symlinked project folder,
     or a symlink above it), rebuilt in the new root: each symlink met walking an
     alias from `/`, at its real place, unless a bound tree already shows it."""
-    links: dict[str, tuple] = {}
+    links: dict[str, tuple[Any, ...]] = {}
     for alias in aliases:
         place = "/"
         for name in alias.strip("/").split("/"):
@@ -372,7 +375,7 @@ def build_plan(
     new_root: str,
     private: Private | None,
     probe: Iterable[tuple[str, object]] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The launcher plan for `argv` (argv[0] absolute) run in `cwd` with `env`.
 
     `abi`: the kernel's Landlock ABI (>= 1). `private`: None for the

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,7 +160,7 @@ class ConfinedProcess:
 def remove_tree(path: str) -> None:
     """Remove `path`, also what a command left unwritable (mode 0 folders)."""
 
-    def unlock(function, failed: str, _exc) -> None:
+    def unlock(function: Callable[[str], object], failed: str, _exc: object) -> None:
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(failed), 0o700)
             os.chmod(failed, 0o700)

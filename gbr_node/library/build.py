@@ -176,7 +176,12 @@ def prominence(uses: int) -> float:
 
 
 def _row(
-    module: str, definition: Definition, paths: dict, file: str, weight: float, apart: str
+    module: str,
+    definition: Definition,
+    paths: dict[tuple[str, str], list[str]],
+    file: str,
+    weight: float,
+    apart: str,
 ) -> Row:
     top, _, rest = definition.local.partition(".")
     prefixes = paths.get((module, top), [module if not top else f"{module}.{top}"])

@@ -197,12 +197,15 @@ def _finder_mapping(finder: Path) -> list[tuple[Path, str | None]]:
     except (OSError, SyntaxError, ValueError):
         return []
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-        if isinstance(target, ast.Name) and target.id == "MAPPING" and node.value is not None:
+        target: ast.expr | None = None
+        value: ast.expr | None = None
+        if isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        if isinstance(target, ast.Name) and target.id == "MAPPING" and value is not None:
             try:
-                mapping = ast.literal_eval(node.value)
+                mapping = ast.literal_eval(value)
             except ValueError:
                 return []
             return [(Path(folder), package) for package, folder in mapping.items()]
@@ -211,7 +214,7 @@ def _finder_mapping(finder: Path) -> list[tuple[Path, str | None]]:
 
 def walk_files(
     root: Path, suffixes: tuple[str, ...], skipped: frozenset[str], limit: int
-) -> Iterator[os.DirEntry]:
+) -> Iterator[os.DirEntry[str]]:
     """Regular files under `root` whose names end with one of `suffixes`, at most
     `limit`; symlinks are not followed, hidden folders and `skipped` ones not entered."""
     stack = [root]

@@ -35,7 +35,9 @@ class _Resolver:
         self._resolved: dict[tuple[str, str], Target | None] = {}
         self._exported: dict[str, list[str]] = {}
 
-    def resolve(self, module: str, name: str, seen: frozenset = frozenset()) -> Target | None:
+    def resolve(
+        self, module: str, name: str, seen: frozenset[tuple[str, str]] = frozenset()
+    ) -> Target | None:
         """Where `module.name` is really defined, or None (outside, unknown, a cycle)."""
         key = (module, name)
         if key in self._resolved:
@@ -66,7 +68,7 @@ class _Resolver:
         self._resolved[key] = found
         return found
 
-    def exported(self, module: str, seen: frozenset = frozenset()) -> list[str]:
+    def exported(self, module: str, seen: frozenset[tuple[str, str]] = frozenset()) -> list[str]:
         """The names `module` offers as its own: `__all__`, else every name it
         binds that does not start with `_`, where a plain module's imports count
         only in the `name as name` form (a package's `__init__` re-exports all)."""

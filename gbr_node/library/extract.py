@@ -141,11 +141,10 @@ def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> 
 
 
 def _literal_names(node: ast.expr) -> list[str] | None:
-    if isinstance(node, ast.List | ast.Tuple | ast.Set) and all(
-        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
-    ):
-        return [e.value for e in node.elts]  # type: ignore[attr-defined]
-    return None
+    if not isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return None
+    names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return names if len(names) == len(node.elts) else None
 
 
 def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str | None:
@@ -245,12 +244,12 @@ class _Reader:
             and isinstance(node.value.func.value, ast.Name)
             and node.value.func.value.id == "__all__"
         ):
-            call = node.value
+            call, method = node.value, node.value.func.attr
             if info.all_names is None or len(call.args) != 1:
                 self.all_computed = True
-            elif call.func.attr == "append" and isinstance(call.args[0], ast.Constant):
+            elif method == "append" and isinstance(call.args[0], ast.Constant):
                 info.all_names = [*info.all_names, str(call.args[0].value)]
-            elif call.func.attr == "extend" and _literal_names(call.args[0]) is not None:
+            elif method == "extend" and _literal_names(call.args[0]) is not None:
                 info.all_names = info.all_names + (_literal_names(call.args[0]) or [])
             else:
                 self.all_computed = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -104,7 +105,7 @@ class LibraryIndex:
 
     # -- keeping it current ---------------------------------------------------
 
-    def _db(self):
+    def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
             db = self._local.db = store.connect(self.db_path)
@@ -277,7 +278,7 @@ class LibraryIndex:
             found += self._owners(db, found)
         return rerank(found, plan, keys, limit)
 
-    def _owners(self, db, found: list[Hit]) -> list[Hit]:
+    def _owners(self, db: sqlite3.Connection, found: list[Hit]) -> list[Hit]:
         """For a question after a class: the classes of the members found, each
         scored MEMBER_VOTE x its best member's score (a class is also known by
         what it does: `Live.update` speaks for `Live`)."""
@@ -354,7 +355,9 @@ class LibraryIndex:
         span = min(lines, max(hit.end_line - start + 1, 1)) if line is None else lines
         return self._read_file(db, hit.file, start, span, hit)
 
-    def _read_file(self, db, target: str, start: int, count: int, hit: Hit | None) -> str:
+    def _read_file(
+        self, db: sqlite3.Connection, target: str, start: int, count: int, hit: Hit | None
+    ) -> str:
         rows = store.file_of(db, target if hit is None else hit.file)
         if hit is not None:
             rows = [r for r in rows if r[0] == hit.base] or rows
@@ -383,7 +386,7 @@ class LibraryIndex:
         return "\n".join([header, *body])
 
 
-def _affordable(db, plan: Plan) -> Plan:
+def _affordable(db: sqlite3.Connection, plan: Plan) -> Plan:
     """The plan without its commonest words while its words match more than
     MAX_MATCHED rows together (every matched row is scored: that is the cost of a
     query); the two rarest words always stay. A dropped word still counts in
@@ -393,7 +396,8 @@ def _affordable(db, plan: Plan) -> Plan:
     counts = {w: store.row_count(db, f'"{w}"') for w in plan.words}
     if sum(counts.values()) <= MAX_MATCHED:
         return plan
-    kept, total = [], 0
+    kept: list[str] = []
+    total = 0
     for word in sorted(plan.words, key=lambda w: counts[w]):
         if len(kept) >= 2 and total + counts[word] > MAX_MATCHED:
             break

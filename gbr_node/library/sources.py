@@ -50,7 +50,7 @@ def definitions(text: str) -> list[Definition]:
         match = _DEFINITION.match(line)
         if not match:
             continue
-        comments = []
+        comments: list[str] = []
         above = number - 2
         while above >= 0 and (comment := _COMMENT.match(lines[above])):
             comments.insert(0, comment.group("text"))

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gbr_node.errors import LibraryError
 from gbr_node.library.build import Built
@@ -105,7 +106,7 @@ def connect(path: Path) -> sqlite3.Connection:
         raise LibraryError(f"cannot open the library index {path}: {exc}") from exc
 
 
-def _dist_row(row: Sequence) -> DistRow:
+def _dist_row(row: Sequence[Any]) -> DistRow:
     return DistRow(
         row[0],
         row[1],
@@ -175,15 +176,21 @@ def write_dist(
         ),
     )
     dist_id = cursor.lastrowid
+    assert dist_id is not None  # set by every INSERT (sqlite3 docs)
     token = dist_token(dist_id)
     file_ids: dict[str, int] = {}
     for row in built.rows:
         if row.file not in file_ids:
-            file_ids[row.file] = db.execute(
+            file_id = db.execute(
                 "INSERT INTO files(dist_id, path) VALUES (?, ?)", (dist_id, row.file)
             ).lastrowid
+            assert file_id is not None
+            file_ids[row.file] = file_id
     start = (db.execute("SELECT COALESCE(MAX(id), 0) FROM entries").fetchone()[0]) + 1
-    entries, aliases, names, docs = [], [], [], []
+    entries: list[tuple[Any, ...]] = []
+    aliases: list[tuple[Any, ...]] = []
+    names: list[tuple[Any, ...]] = []
+    docs: list[tuple[Any, ...]] = []
     for offset, row in enumerate(built.rows):
         entry_id = start + offset
         entries.append(
@@ -228,8 +235,8 @@ _HIT_COLUMNS = (
 _HIT_FROM = "entries e JOIN files f ON f.id = e.file_id JOIN dists d ON d.id = e.dist_id"
 
 
-def _hit(row: Sequence, score: float = 0.0) -> Hit:
-    return Hit(*row, score=score)
+def _hit(row: Sequence[Any], score: float = 0.0) -> Hit:
+    return Hit(*row, score=score)  # type: ignore[misc]  # row holds the fields before score
 
 
 def _scores(
@@ -245,9 +252,10 @@ def _scores(
 
 def row_count(db: sqlite3.Connection, expression: str) -> int:
     """How many rows of the short table match `expression` (a cost estimate)."""
-    return db.execute(
+    count: int = db.execute(
         "SELECT count(*) FROM fts_names WHERE fts_names MATCH ?", (expression,)
     ).fetchone()[0]
+    return count
 
 
 def match(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[int, float]]:

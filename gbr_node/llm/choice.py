@@ -85,6 +85,6 @@ def with_ollama(choice: ModelChoice, model: str) -> ModelChoice:
     return replace(choice, config=config, sources=sources)
 
 
-def replace_config(config: ModelConfig, **changes: str) -> ModelConfig:
+def replace_config(config: ModelConfig, **changes: object) -> ModelConfig:
     """A copy of a frozen `ModelConfig` with `changes` applied (validated)."""
     return ModelConfig.model_validate({**config.model_dump(), **changes})

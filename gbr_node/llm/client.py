@@ -37,7 +37,7 @@ then streams the successful response.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -230,7 +230,7 @@ class ChatStream:
         self._tools = tools
         self._assembler = DeltaAssembler(text_calls=client.settings.tool_grammar and bool(tools))
         self._completion: Completion | None = None
-        self._events = self._run()
+        self._events: AsyncGenerator[Event, None] = self._run()
 
     async def __aenter__(self) -> ChatStream:
         return self
@@ -254,7 +254,7 @@ class ChatStream:
         """
         return self._completion or self._assembler.result(stream_error=reason)
 
-    async def _run(self) -> AsyncIterator[Event]:
+    async def _run(self) -> AsyncGenerator[Event, None]:
         settings = self._client.settings
         streaming = settings.stream_tools or not self._tools
         timeout_s = settings.idle_timeout_s if streaming else settings.request_timeout_s
@@ -267,7 +267,7 @@ class ChatStream:
                 return
             async for event in self._events_of(response, timeout_s):
                 yield event
-        yield self._completion
+        yield self.completion_so_far()  # set by _events_of, which raises when it cannot
 
     def _body(self, streaming: bool) -> dict[str, Any]:
         settings = self._client.settings

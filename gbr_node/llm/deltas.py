@@ -105,8 +105,9 @@ def error_message(body: object) -> str | None:
         text = f"{message} [{code}]" if code and str(code) not in message else message
         return text[:_ERROR_TEXT_LIMIT]
     for key in ("message", "detail"):
-        if isinstance(body.get(key), str) and body[key]:
-            return body[key][:_ERROR_TEXT_LIMIT]
+        value = body.get(key)
+        if isinstance(value, str) and value:
+            return value[:_ERROR_TEXT_LIMIT]
     return None
 
 
@@ -312,12 +313,14 @@ class DeltaAssembler:
 
     def _fragment(self, fragment: Mapping[str, Any]) -> list[Event]:
         index = fragment.get("index") if isinstance(fragment.get("index"), int) else None
-        function = fragment.get("function") if isinstance(fragment.get("function"), Mapping) else {}
+        raw = fragment.get("function")
+        function: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         # The id beside `function`, or inside it as some servers send it; "" is no id.
         call_id = next(
             (v for v in (fragment.get("id"), function.get("id")) if isinstance(v, str) and v), None
         )
-        name = function.get("name") if isinstance(function.get("name"), str) else ""
+        name = function.get("name")
+        name = name if isinstance(name, str) else ""
         arguments = function.get("arguments")
         if isinstance(arguments, Mapping):
             arguments = json.dumps(arguments, ensure_ascii=False)

@@ -182,7 +182,7 @@ def free_loopback_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def server_argv(gguf: Path, port: int, name: str = DEFAULT_LOCAL_MODEL) -> list[str]:
@@ -337,8 +337,8 @@ async def _stop(process: trio.Process, grace_s: float) -> None:
         process.terminate()
     if process.stdin is not None:
         await process.stdin.aclose()
-    with trio.move_on_after(grace_s):
+    with trio.move_on_after(grace_s) as waited:
         await process.wait()
-        return
-    process.kill()
-    await process.wait()
+    if waited.cancelled_caught:
+        process.kill()
+        await process.wait()

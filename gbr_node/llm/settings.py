@@ -106,6 +106,6 @@ def retry_wait_s(
     except (ValueError, TypeError):
         asked = None  # unreadable header: fall back to backoff
     if asked is None:
-        return min(settings.retry_wait_cap_s, settings.backoff_base_s * 2**attempt)
+        return min(settings.retry_wait_cap_s, settings.backoff_base_s * 2.0**attempt)
     asked = max(0.0, asked)
     return asked if asked <= settings.retry_wait_cap_s else None

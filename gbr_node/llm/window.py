@@ -21,7 +21,7 @@ limit such an answer states, when it states one.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 DEFAULT_CONTEXT_TOKENS = 8192
 """Used when neither the profile nor the server says: small enough for most local servers."""
@@ -75,7 +75,7 @@ def from_model_list(listing: Any, model: str) -> int | None:
         entries if len(entries) == 1 else []
     )
     for item in chosen:
-        meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+        meta: dict[str, Any] = item["meta"] if isinstance(item.get("meta"), dict) else {}
         for value in (
             item.get("max_model_len"),
             meta.get("n_ctx"),
@@ -100,5 +100,5 @@ def from_ollama_show(show: Any) -> int | None:
     return int(match.group(1)) if match else OLLAMA_DEFAULT_NUM_CTX
 
 
-def _positive(value: Any) -> bool:
+def _positive(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0

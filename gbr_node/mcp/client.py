@@ -25,7 +25,10 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 import anyio
 import mcp_types as types
@@ -108,7 +111,7 @@ class Connection:
         return ToolError(f"MCP server {self.name} stopped answering ({what}: {exc or type(exc)})")
 
 
-def _wire(model: Any) -> dict[str, Any]:
+def _wire(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 

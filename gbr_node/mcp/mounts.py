@@ -201,7 +201,11 @@ class Mounts:
                 self._nursery.start_soon(self._supervise, server, replaced.get(name))
         self._changed()
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+    ) -> None:
         """Run the servers until cancelled (then every child is stopped)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -267,7 +271,7 @@ class Mounts:
 
 def _describe(exc: BaseException) -> str:
     """A failure in plain words: the one leaf of nested exception groups, with its type."""
-    while len(members := getattr(exc, "exceptions", ())) == 1:  # an exception group
+    while len(members := tuple(getattr(exc, "exceptions", ()))) == 1:  # an exception group
         exc = members[0]
     if isinstance(exc, FileNotFoundError):
         return f"its command was not found ({exc.filename or exc})"

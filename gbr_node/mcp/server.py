@@ -44,6 +44,7 @@ from gbr_node.errors import GbrError, InvalidArguments, SecurityViolation, Unkno
 from gbr_node.mcp import names
 from gbr_node.mcp.results import DEFAULT_MAX_RESULT_TOKENS, capped, peer_failure, peer_result
 from gbr_node.mcp.stdio import claimed_stdio
+from gbr_node.tools.base import ToolResult
 
 log = logging.getLogger("gbr_node.mcp")
 PEER_REFRESH_S = 15.0
@@ -61,7 +62,7 @@ class LocalTools(Protocol):
 
     def specs(self) -> list[dict[str, Any]]: ...
 
-    async def run(self, name: str, arguments: dict[str, Any]) -> Any: ...
+    async def run(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
 
 
 class PeerTools(Protocol):

@@ -58,7 +58,7 @@ class _Lines:
 
     def close(self) -> None:
         """Close the descriptor."""
-        self._stream.close()
+        self._stream.close()  # type: ignore[attr-defined]  # stale trio-typing stubs (see pyproject)
 
 
 def _is_pipe_or_socket(fd: int) -> bool:

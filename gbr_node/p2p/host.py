@@ -126,7 +126,7 @@ class P2PHost:
 
     @property
     def _swarm(self) -> GbrSwarm:
-        return self._host.get_network()  # type: ignore[return-value]
+        return self._host.get_network()  # type: ignore[return-value]  # open_host builds the host on a GbrSwarm
 
     def set_stream_handler(
         self, protocol_id: str, handler: StreamHandler, *, require_trust: bool = True
@@ -399,7 +399,7 @@ def _build_host(
     noise = NoiseTransport(keypair, noise_privkey=create_x25519_key_pair().private_key)
     upgrader = TransportUpgrader(
         secure_transports_by_protocol={NOISE_PROTOCOL_ID: noise},
-        muxer_transports_by_protocol={YAMUX_PROTOCOL_ID: Yamux},
+        muxer_transports_by_protocol={TProtocol(YAMUX_PROTOCOL_ID): Yamux},
     )
     peerstore = PeerStore()
     peerstore.add_key_pair(peer_id, keypair)

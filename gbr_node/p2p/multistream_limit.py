@@ -15,6 +15,7 @@ Suggested upstream change: `read_delim` reading with
 from __future__ import annotations
 
 from libp2p.exceptions import ParseError
+from libp2p.io.abc import Reader
 from libp2p.protocol_muxer import multiselect_communicator
 from libp2p.utils.varint import read_varint_prefixed_bytes_limited
 
@@ -23,9 +24,9 @@ __all__ = ["MAX_MESSAGE_BYTES", "install"]
 MAX_MESSAGE_BYTES = 1024
 
 
-async def _read_delim_bounded(reader: object) -> bytes:
+async def _read_delim_bounded(reader: Reader) -> bytes:
     """`libp2p.utils.read_delim`, refusing a message longer than `MAX_MESSAGE_BYTES`."""
-    message = await read_varint_prefixed_bytes_limited(reader, MAX_MESSAGE_BYTES)  # type: ignore[arg-type]
+    message = await read_varint_prefixed_bytes_limited(reader, MAX_MESSAGE_BYTES)
     if not message.endswith(b"\n"):
         raise ParseError(f"multistream message not ending in a newline: {message[:64]!r}")
     return message[:-1]
@@ -33,4 +34,4 @@ async def _read_delim_bounded(reader: object) -> bytes:
 
 def install() -> None:
     """Patch `MultiselectCommunicator.read` process-wide (idempotent)."""
-    multiselect_communicator.read_delim = _read_delim_bounded  # type: ignore[assignment]
+    multiselect_communicator.read_delim = _read_delim_bounded  # type: ignore[attr-defined]  # the patch itself: the module imports read_delim, so it is not re-exported

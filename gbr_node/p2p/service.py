@@ -20,7 +20,7 @@ from gbr_node.p2p.host import P2PHost
 from gbr_node.rpc import client
 from gbr_node.rpc.messages import ToolInfo
 from gbr_node.rpc.server import CallRecord, Limits, RpcServer
-from gbr_node.rpc.toolhost import ProfileToolHost
+from gbr_node.rpc.toolhost import Grant, ProfileToolHost
 
 MCP_PROTOCOL = "/gbr/mcp/1.0.0"
 UNTRUSTED_LINGER_S = 1.0
@@ -33,7 +33,7 @@ def serve_mcp(
     tool_host: ProfileToolHost,
     limits: Callable[[], Limits],
     on_call: Callable[[CallRecord], None] | None = None,
-) -> RpcServer:
+) -> RpcServer[Grant]:
     """Answer `/gbr/mcp/1.0.0` streams on `host` with the tools of `tool_host`.
 
     A peer the profile does not trust gets the JSON-RPC "unauthorized peer"

@@ -9,7 +9,7 @@ than `n` bytes, as a socket does; callers loop (rpc/ frames its messages).
 from __future__ import annotations
 
 import trio
-from libp2p.abc import INetStream
+from libp2p.abc import IMuxedStream, INetStream
 from libp2p.network.stream.exceptions import StreamEOF, StreamError
 
 from gbr_node.errors import StreamBroken
@@ -60,7 +60,8 @@ class Libp2pByteStream:
         except StreamEOF as exc:
             # py-libp2p 0.8.1's Yamux forgets a stream once its RST arrives, and
             # later reads report EOF; its `reset_received` flag tells them apart.
-            if getattr(self._stream.muxed_stream, "reset_received", False):
+            muxed = self._muxed_stream
+            if getattr(muxed, "reset_received", False):
                 raise StreamBroken(f"peer {self.remote_peer_id} reset the stream") from exc
             data = b""
         except StreamError as exc:  # StreamReset, StreamClosed, StreamError
@@ -94,13 +95,19 @@ class Libp2pByteStream:
         except StreamError as exc:
             raise StreamBroken(f"stream to peer {self.remote_peer_id} broke: {exc!r}") from exc
 
+    @property
+    def _muxed_stream(self) -> IMuxedStream:
+        """The Yamux stream under this stream (what the yamux_guard patches act on)."""
+        muxed: IMuxedStream = self._stream.muxed_stream  # type: ignore[attr-defined]  # NetStream has it; INetStream does not declare it
+        return muxed
+
     def cancel_on_break(self, scope: trio.CancelScope) -> None:
         """Cancel `scope` when the peer resets this stream or the connection drops.
 
         At once if that already happened; costs no task and reads nothing
         (rpc/admission.py `unless_abandoned` uses it).
         """
-        cancel_on_reset(self._stream.muxed_stream, scope)
+        cancel_on_reset(self._muxed_stream, scope)
 
     async def reset(self) -> None:
         """Reset the stream (the peer sees it broken, not ended); idempotent, never raises.
@@ -109,7 +116,7 @@ class Libp2pByteStream:
         end stops working for it.
         """
         self._closed = True
-        discard_unread(self._stream.muxed_stream)
+        discard_unread(self._muxed_stream)
         with trio.CancelScope(shield=True):
             await self._reset_quietly()
 
@@ -124,7 +131,7 @@ class Libp2pByteStream:
         if self._closed:
             return
         self._closed = True
-        discard_unread(self._stream.muxed_stream)
+        discard_unread(self._muxed_stream)
         if self._cut_short:
             with trio.CancelScope(shield=True):
                 await self._reset_quietly()

@@ -142,7 +142,7 @@ class GbrSwarm(Swarm):
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self._negative_peer_cache = _NoNegativeCache()  # type: ignore[assignment]
+        self._negative_peer_cache = _NoNegativeCache()  # type: ignore[assignment]  # a stand-in for py-libp2p's cache class
         self._is_trusted = is_trusted
         self.limits = limits
         self._handshakes: Handshakes[_Handshake] = Handshakes(
@@ -190,7 +190,8 @@ class GbrSwarm(Swarm):
                 await _close_quietly(conn)
             return
         for swarm_conn in list(self.connections.get(muxed.peer_id, ())):
-            if swarm_conn.muxed_conn is muxed:
+            # The swarm registers SwarmConns only (its map is typed as INetConn).
+            if isinstance(swarm_conn, SwarmConn) and swarm_conn.muxed_conn is muxed:
                 await self._watch(swarm_conn)
                 return
 
@@ -221,7 +222,7 @@ class GbrSwarm(Swarm):
                 await _close_quietly(muxed_conn)
                 raise SwarmException("untrusted inbound connections at their limit")
             self._untrusted.add(muxed_conn)
-        muxed_conn.receive_budget = (  # type: ignore[attr-defined]
+        muxed_conn.receive_budget = (  # type: ignore[attr-defined]  # read by yamux_guard's patch
             self.limits.untrusted_receive_bytes if untrusted else self.limits.trusted_receive_bytes
         )
         try:
@@ -236,7 +237,7 @@ class GbrSwarm(Swarm):
 
     async def _watch(self, conn: SwarmConn) -> None:
         """Close `conn` when its grace (untrusted) or its idle time (trusted) runs out."""
-        conn._gbr_last_stream_at = trio.current_time()  # type: ignore[attr-defined]
+        conn._gbr_last_stream_at = trio.current_time()  # type: ignore[attr-defined]  # our mark on py-libp2p's SwarmConn
         if conn.muxed_conn in self._untrusted:
             with trio.move_on_after(self.limits.untrusted_grace_s):
                 await conn.event_closed.wait()
@@ -247,14 +248,14 @@ class GbrSwarm(Swarm):
                 await conn.close()
                 return
             self._untrusted.discard(conn.muxed_conn)  # trusted since: a hot reload
-            conn.muxed_conn.receive_budget = self.limits.trusted_receive_bytes  # type: ignore[attr-defined]
+            conn.muxed_conn.receive_budget = self.limits.trusted_receive_bytes  # type: ignore[attr-defined]  # read by yamux_guard's patch
         await self._close_when_idle(conn)
 
     async def _close_when_idle(self, conn: SwarmConn) -> None:
         idle = self.limits.idle_timeout_s
         while not conn.is_closed:
             now = trio.current_time()
-            due = (now if conn.streams else conn._gbr_last_stream_at) + idle  # type: ignore[attr-defined]
+            due = (now if conn.streams else conn._gbr_last_stream_at) + idle  # type: ignore[attr-defined]  # our mark, set in _watch
             if not conn.streams and now >= due:
                 log.info("closing the idle connection of peer %s", conn.muxed_conn.peer_id)
                 await conn.close()
@@ -266,7 +267,7 @@ class GbrSwarm(Swarm):
         """Serve inbound streams with `stream_handler`, within each connection's stream cap."""
 
         async def within_cap(stream: INetStream) -> None:
-            conn = stream.swarm_conn  # type: ignore[attr-defined]
+            conn = stream.swarm_conn  # type: ignore[attr-defined]  # NetStream has it; INetStream does not declare it
             cap = (
                 self.limits.max_streams_untrusted
                 if stream.muxed_conn in self._untrusted

@@ -161,7 +161,7 @@ async def _close_quietly(closer: Any) -> None:
 
 def install() -> None:
     """Patch `Yamux` and `YamuxStream` process-wide (idempotent)."""
-    Yamux._write_frame = _write_frame_whole
-    Yamux._read_data_body = _read_data_body_within_budget
-    Yamux._finalize_stream_locked = _finalize_stream_and_signal
-    YamuxStream.reset = _reset_and_discard
+    Yamux._write_frame = _write_frame_whole  # type: ignore[method-assign]  # the patch this module exists for
+    Yamux._read_data_body = _read_data_body_within_budget  # type: ignore[method-assign]  # the patch this module exists for
+    Yamux._finalize_stream_locked = _finalize_stream_and_signal  # type: ignore[method-assign]  # the patch this module exists for
+    YamuxStream.reset = _reset_and_discard  # type: ignore[method-assign]  # the patch this module exists for

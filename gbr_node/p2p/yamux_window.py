@@ -43,4 +43,4 @@ async def _send_window_update_past_half(self: YamuxStream, *, bytes_read: int = 
 
 def install() -> None:
     """Patch `YamuxStream` process-wide (idempotent). Called by gbr_node.p2p.host at import."""
-    YamuxStream._auto_tune_and_send_window_update = _send_window_update_past_half
+    YamuxStream._auto_tune_and_send_window_update = _send_window_update_past_half  # type: ignore[method-assign]  # the patch is the point

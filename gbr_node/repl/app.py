@@ -43,7 +43,7 @@ from gbr_node.repl.view import View
 class NodeControl(Protocol):
     """What the REPL's slash commands need of the running node."""
 
-    runtime: AgentRuntime
+    runtime: AgentRuntime | None  # set before the node calls `Repl.ready()`
 
     def tools_lines(self) -> list[str]: ...
 
@@ -143,7 +143,11 @@ class Repl:
 
         self._screen.apply(change)
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+    ) -> None:
         """Read lines until the person leaves; returns normally then. `task_status`
         is started once keys typed reach the input (no longer the tty's echo)."""
         send, receive = trio.open_memory_channel(math.inf)
@@ -163,7 +167,9 @@ class Repl:
             else:
                 input_done.set()
                 nursery.start_soon(
-                    lambda: trio.to_thread.run_sync(_read_plain, on_key, abandon_on_cancel=True)
+                    lambda: trio.to_thread.run_sync(  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
+                        _read_plain, on_key, abandon_on_cancel=True
+                    )
                 )
             task_status.started()
             try:
@@ -184,7 +190,7 @@ class Repl:
         self, on_key: Callable[[str, str], None], ready: threading.Event, done: trio.Event
     ) -> None:
         try:
-            await trio.to_thread.run_sync(
+            await trio.to_thread.run_sync(  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
                 self._screen.run_input, on_key, self._complete, ready, abandon_on_cancel=True
             )
         finally:
@@ -206,8 +212,15 @@ class Repl:
             async for _ in signals:
                 await self._handle("interrupt", "")
 
-    async def _handle(self, kind: str, text: str) -> None:
+    @property
+    def _runtime(self) -> AgentRuntime:
         runtime = self._node.runtime
+        if runtime is None:  # a defect: lines are handled only once the node is ready
+            raise RuntimeError("the REPL handled a line before the node's runtime was set")
+        return runtime
+
+    async def _handle(self, kind: str, text: str) -> None:
+        runtime = self._runtime
         if kind == "eof":
             raise _Quit
         if kind == "interrupt":
@@ -253,12 +266,12 @@ class Repl:
             elif cmd.name == "dial":
                 out(await node.dial(cmd.args))
             elif cmd.name == "history":
-                out(history_text(node.runtime))
+                out(history_text(self._runtime))
             elif cmd.name == "clear":
-                node.runtime.machine.session.clear()
+                self._runtime.machine.session.clear()
                 out("conversation cleared")
             elif cmd.name == "compact":
-                await node.runtime.inbox.send(CompactContext())
+                await self._runtime.inbox.send(CompactContext())
             elif cmd.name == "usage":
                 model, price_in, price_out = node.prices()
                 out(session_report(self.usage.session, model, (price_in, price_out)))

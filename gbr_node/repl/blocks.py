@@ -112,7 +112,8 @@ class BlockSplitter:
             self._gap = True
             return out
         if kind == "list" and self._continues_list(line):
-            if _item_indent(line) is not None and _item_indent(line) <= self._item_indent:
+            indent = _item_indent(line)
+            if indent is not None and indent <= self._item_indent:
                 out = self._close()  # the previous item is complete
                 self._open("list", line)
                 return out
@@ -128,8 +129,9 @@ class BlockSplitter:
         return out + self._start(line)
 
     def _start(self, line: str) -> list[Block]:
-        if FENCE.match(line):
-            self._fence = FENCE.match(line).group(1)  # type: ignore[union-attr]
+        fence = FENCE.match(line)
+        if fence:
+            self._fence = fence.group(1)
             self._open("code", line)
         elif HEADING.match(line) or RULE.match(line):
             self._open("heading" if HEADING.match(line) else "rule", line)

@@ -10,9 +10,13 @@ word-wrapped. Either way the model's text passes through
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from gbr_node.repl.blocks import Block, starts_block
 from gbr_node.textcells import visible, wrap
+
+if TYPE_CHECKING:  # rich is imported on the first coloured block
+    from rich.console import Console
 
 CODE_THEME = "monokai"
 
@@ -40,7 +44,7 @@ def render_block(block: Block, width: int, *, color: bool) -> list[str]:
 
 
 @lru_cache(maxsize=8)
-def _console(width: int):
+def _console(width: int) -> Console:
     from rich.console import Console
 
     return Console(width=width, force_terminal=True, color_system="256", legacy_windows=False)

@@ -35,12 +35,18 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gbr_node.repl.view import PROMPT, Row, View
+
+if TYPE_CHECKING:  # prompt_toolkit itself is imported when the input starts
+    from prompt_toolkit import Application
+    from prompt_toolkit.formatted_text import StyleAndTextTuples
+    from prompt_toolkit.history import History
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 LIVE_REDRAW_S = 1 / 20  # at most this often for a streamed piece that wrote no line
 TICK_S = 0.1  # the status's elapsed times while busy
@@ -50,11 +56,11 @@ Change = Callable[[View, int, float], str]
 """A change to the view: (view, width in cells, monotonic now) -> text for the scrollback."""
 
 
-def history_path(environ: dict[str, str] | None = None) -> Path:
+def history_path(environ: Mapping[str, str] | None = None) -> Path:
     """Where typed lines are kept across sessions: `$XDG_STATE_HOME/gbr-node/history`,
     by default `~/.local/state/gbr-node/history` (XDG Base Directory spec)."""
-    environ = os.environ if environ is None else environ
-    state = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "gbr-node" / "history"
 
 
@@ -117,7 +123,7 @@ class Screen:
         try:
             self._ui = _Input(self.view, on_key, complete)  # takes the real stdout
             # Anything else printed meanwhile becomes whole lines above the live part.
-            sys.stdout = sys.stderr = _LineSink(self)  # type: ignore[assignment]
+            sys.stdout = sys.stderr = _LineSink(self)
 
             def started() -> None:
                 with self._lock:
@@ -153,11 +159,11 @@ class Screen:
         if final is not None:
             self.apply(final)
 
-    def suspend(self, work: Callable[[], Any]) -> Future:
+    def suspend(self, work: Callable[[], Any]) -> Future[Any]:
         """Run `work` in a thread with the terminal handed over (for `$EDITOR`):
         the live part is erased, the tty is in cooked mode, and writes wait
         until it returns. Returns a concurrent Future of its result."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         with self._lock:
             loop = self._loop
         if loop is None:
@@ -190,7 +196,7 @@ class _LineSink:
         lines = (self._partial + text).split("\n")
         self._partial = lines.pop()
         for line in lines:
-            self._screen.apply(lambda view, width, now, line=line: view.notice(line, width))
+            self._screen.apply(_notice(line))
         return len(text)
 
     def flush(self) -> None:
@@ -200,7 +206,14 @@ class _LineSink:
         return True
 
     def fileno(self) -> int:
+        if sys.__stdout__ is None:  # no stdout at all (pythonw, a closed descriptor)
+            raise OSError("no standard output")
         return sys.__stdout__.fileno()
+
+
+def _notice(line: str) -> Change:
+    """The change that writes `line` as a notice."""
+    return lambda view, width, now: view.notice(line, width)
 
 
 class _Input:
@@ -239,15 +252,15 @@ class _Input:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # what you type is yours
-            history = FileHistory(str(path))
+            history: History = FileHistory(str(path))
         except OSError:
             history = InMemoryHistory()
         self.buffer = Buffer(multiline=True, history=history, enable_history_search=False)
         self.buffer.on_text_changed += self._clear_hint
 
         def rows(get: Callable[[int], list[Row]]) -> ConditionalContainer:
-            def text() -> list[tuple[str, str]]:
-                out: list[tuple[str, str]] = []
+            def text() -> StyleAndTextTuples:
+                out: StyleAndTextTuples = []
                 for style, row in get(self.width()):
                     out += [(f"class:{style}" if style else "", row), ("", "\n")]
                 return out[:-1]
@@ -278,7 +291,7 @@ class _Input:
         )
         visible = Condition(lambda: not self._closing)
         style = Style.from_dict({"dim": "#888888", "warn": "#d7af00", "prompt": "bold"})
-        self.app: Any = Application(
+        self.app: Application[None] = Application(
             layout=Layout(ConditionalContainer(body, filter=visible), focused_element=self.buffer),
             key_bindings=merge_key_bindings([load_key_bindings(), self._bindings()]),
             style=style,
@@ -287,13 +300,13 @@ class _Input:
             terminal_size_polling_interval=SIZE_POLL_S,
         )
 
-    def _bindings(self):
+    def _bindings(self) -> KeyBindings:
         from prompt_toolkit.key_binding import KeyBindings
 
         kb = KeyBindings()
 
         @kb.add("enter")
-        def _send(event) -> None:
+        def _send(event: KeyPressEvent) -> None:
             text = self.buffer.text
             if text.strip():
                 self.buffer.append_to_history()
@@ -302,25 +315,25 @@ class _Input:
                 self._on_key("line", text)
 
         @kb.add("escape", "enter")
-        def _newline(event) -> None:
+        def _newline(event: KeyPressEvent) -> None:
             self.buffer.insert_text("\n")
 
         @kb.add("c-c")
-        def _interrupt(event) -> None:
+        def _interrupt(event: KeyPressEvent) -> None:
             if not self.view.busy and self.buffer.text:
                 self.buffer.reset()
             else:
                 self._on_key("interrupt", "")
 
         @kb.add("c-d")
-        def _eof(event) -> None:
+        def _eof(event: KeyPressEvent) -> None:
             if self.buffer.text:
                 self.buffer.delete()
             else:
                 self._on_key("eof", "")
 
         @kb.add("tab")
-        def _complete(event) -> None:
+        def _complete(event: KeyPressEvent) -> None:
             before = self.buffer.document.text_before_cursor
             options = self._complete(before)
             if not options:
@@ -366,7 +379,8 @@ class _Input:
 
     def exit(self) -> None:
         self._closing = True
-        if self.app.is_running and not self.app.future.done():
+        future = self.app.future  # set while the application runs
+        if self.app.is_running and future is not None and not future.done():
             self.app.exit()
 
     def write_above(self, text: str) -> None:
@@ -401,12 +415,12 @@ class _Input:
 
             self._draw_later = asyncio.get_running_loop().call_later(wait, later)
 
-    def suspend(self, work: Callable[[], Any], future: Future) -> None:
+    def suspend(self, work: Callable[[], Any], future: Future[Any]) -> None:
         from prompt_toolkit.application import run_in_terminal
 
         self._held = []
 
-        def done(task: asyncio.Future) -> None:
+        def done(task: asyncio.Future[Any]) -> None:
             held, self._held = self._held or [], None
             self.write_above("".join(held))
             if task.cancelled():
@@ -416,7 +430,8 @@ class _Input:
             else:
                 future.set_result(task.result())
 
-        run_in_terminal(work, in_executor=True).add_done_callback(done)
+        # run_in_terminal's Awaitable is a Future already (ensure_future hands it back)
+        asyncio.ensure_future(run_in_terminal(work, in_executor=True)).add_done_callback(done)
 
 
 def _width(out: TextIO) -> int:

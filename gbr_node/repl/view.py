@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gbr_node.agent.machine import Show
+from gbr_node.agent.messages import ToolExecutionFeedback
 from gbr_node.repl.blocks import Block, BlockSplitter
 from gbr_node.repl.markdown import render_block
 from gbr_node.repl.render import DIM, GREEN, RED, RESET, YELLOW, short_arguments, status_line
@@ -247,7 +248,7 @@ class View:
         held, self._held = self._held, []
         return "".join(held)
 
-    def _tool_end(self, feedback, width: int) -> str:
+    def _tool_end(self, feedback: ToolExecutionFeedback, width: int) -> str:
         call = self._calls.get(feedback.call_id)
         line = self._lines(status_line(feedback, call.arguments if call else None, width))
         if call is None:

@@ -56,7 +56,7 @@ class _Envelope(BaseModel):
 
     @model_serializer(mode="wrap")
     def _omit_none(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         for name in self._omit_if_none:
             if data.get(name) is None:
                 data.pop(name, None)

@@ -322,8 +322,8 @@ class RpcServer(Generic[GrantT]):
         except CallTimeout as exc:
             raise RpcError(codes.CALL_TIMEOUT, str(exc)) from exc
         except ToolError as exc:
-            result = CallToolResult(content=[TextContent(text=str(exc))], isError=True)
-            return result.model_dump(exclude_none=True)
+            failed = CallToolResult(content=[TextContent(text=str(exc))], isError=True)
+            return failed.model_dump(exclude_none=True)
         raise RpcError(codes.CALL_TIMEOUT, f"tools/call {params.name} ran past {timeout} s")
 
     async def _notify(self, notification: Notification, peer_id: str, grant: GrantT) -> None:

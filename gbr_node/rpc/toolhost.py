@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from gbr_node.config.profile import TrustedPeer
 from gbr_node.errors import UnknownTool
+from gbr_node.tools.base import ToolResult
 from gbr_node.tools.registry import CALLER
 
 
@@ -26,7 +27,7 @@ class ToolRegistry(Protocol):
 
     def specs(self) -> list[dict[str, Any]]: ...
 
-    async def run(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def run(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
         """Run a tool; returns a `tools.base.ToolResult` (its `to_mcp()` is what is sent)."""
         ...
 

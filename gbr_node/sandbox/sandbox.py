@@ -165,7 +165,7 @@ class Sandbox:
             return [relative]
         if os.path.islink(folder) or not os.path.isdir(folder):
             return []
-        found = []
+        found: list[str] = []
 
         def fail(exc: OSError) -> None:
             raise ToolError(f"cannot list {exc.filename}: {exc.strerror}") from exc
@@ -173,7 +173,7 @@ class Sandbox:
         for dirpath, dirnames, filenames in os.walk(folder, onerror=fail):
             here = self._relative_of(dirpath)
             base = "" if here == "." else here + "/"
-            kept = []
+            kept: list[str] = []
             for name in dirnames:
                 (found if self._matcher.matches(base + name) else kept).append(name)
             dirnames[:] = kept
@@ -190,11 +190,11 @@ class Sandbox:
         confined commands (GBR-CONF-01), which must not write these.
         """
         depth = self._matcher.depth()
-        found = []
+        found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self._root):
             here = self._relative_of(dirpath)
             base = "" if here == "." else here + "/"
-            kept = []
+            kept: list[str] = []
             for name in dirnames:
                 (found if self._matcher.matches(base + name) else kept).append(name)
             level = 0 if here == "." else here.count("/") + 1

@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from gbr_node.checks.diagnostics import failure_diagnostics, strip_ansi
-from gbr_node.checks.plan import CheckRun, CheckSpec, CheckTarget, FormatOutcome, targets
+from gbr_node.checks.plan import (
+    CheckRun,
+    CheckSpec,
+    CheckTarget,
+    FormatOutcome,
+    FormatStatus,
+    targets,
+)
 from gbr_node.checks.verdict import Verdict, judge
 from gbr_node.config.profile import PATH_PLACEHOLDER, CheckSet, Profile, RunCommandConfig
 from gbr_node.confine import for_commands
@@ -183,7 +190,7 @@ class CheckRunner:
         if formatted is None:
             return FormatOutcome("failed", content, chosen.name, error)
         self._remember_clean(relative, formatted)
-        status = "unchanged" if formatted == content else "formatted"
+        status: FormatStatus = "unchanged" if formatted == content else "formatted"
         return FormatOutcome(status, formatted, chosen.name)
 
     def _is_clean(self, chosen: _Resolved, relative: str, text: str) -> bool:

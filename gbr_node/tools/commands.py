@@ -253,10 +253,13 @@ class CommandRunner:
         cap = self._config.max_output_bytes
         program = self.allowed.get(params.argv[0])
         changes = root_lock(self._sandbox.root)
-        alone = program is not None and (
-            "git" in program.kinds or extracts_archive(program.kinds, params.argv[1:])
+        alone = (
+            program
+            if program is not None
+            and ("git" in program.kinds or extracts_archive(program.kinds, params.argv[1:]))
+            else None
         )
-        with changes.exclusive(timeout, program.name) if alone else changes.shared():
+        with changes.exclusive(timeout, alone.name) if alone else changes.shared():
             command = self.check(params.argv, params.cwd)
             done = run_bounded(
                 command.argv,

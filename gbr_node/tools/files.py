@@ -23,7 +23,7 @@ import os
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import Field
 
@@ -247,7 +247,7 @@ class FileTools:
         note = format_note(outcome, content)
         if note:
             lines.append(note)
-        structured: dict = {"format": outcome.status}
+        structured: dict[str, Any] = {"format": outcome.status}
         if after is not None:
             verdicts = after()
             lines += [v.note() for v in verdicts]

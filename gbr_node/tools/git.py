@@ -57,7 +57,7 @@ from pathlib import Path
 
 from gbr_node.errors import SecurityViolation
 from gbr_node.tools.flags import GitParts
-from gbr_node.tools.process import run_bounded
+from gbr_node.tools.process import Completed, run_bounded
 
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -402,7 +402,7 @@ class GitGuard:
             self._own, self._own_known = self._locate((), self._root), True
         return self._own
 
-    def _run(self, globals_: Sequence[str], cwd: Path, args: Sequence[str]):
+    def _run(self, globals_: Sequence[str], cwd: Path, args: Sequence[str]) -> Completed:
         argv = command_line(self._git, GitParts(tuple(globals_), args[0], tuple(args[1:])), ())
         return run_bounded(
             argv,

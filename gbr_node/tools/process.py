@@ -394,7 +394,8 @@ def _wait_exit(
             if key.fd == exit_fd:
                 continue
             chunk = os.read(key.fd, _CHUNK_BYTES)
-            child.on_status(chunk)
+            if isinstance(child, _Confined):  # the only kind with a status pipe
+                child.on_status(chunk)
             if not chunk:
                 selector.unregister(key.fd)
     return True

@@ -105,7 +105,7 @@ class Registry:
         stop = threading.Event()
         token = process.CANCEL.set(stop)  # trio copies this context into the thread
         try:
-            return await trio.to_thread.run_sync(self.call, name, arguments, abandon_on_cancel=True)
+            return await trio.to_thread.run_sync(self.call, name, arguments, abandon_on_cancel=True)  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
         except trio.Cancelled:
             stop.set()
             raise

@@ -1,6 +1,7 @@
 """Benchmark: the agent's own overhead per tool turn (issue 4), in milliseconds.
 
-Run: `.venv/bin/python scripts/bench/agent.py [--turns 200]`. In one trio
+Run: `.venv/bin/python scripts/bench/agent.py [--turns 200] [--quick]` (`--quick`:
+5 turns, a smoke run of the same code). In one trio
 process: the real test model server, a real `ModelClient`, the agent as the
 node builds it (`Session` journaled to a JSONL file, `AgentMachine`,
 `AgentRuntime`, `Dispatcher`) and the real tool registry over a sandboxed
@@ -14,12 +15,12 @@ changed for the measurement.
 
 - last byte → dispatched: from the model client handing over the final
   `Completion` of the tool-call answer (its last byte read, the response
-  released) to the tool's handler starting in its worker thread. Covers the
-  oracle, the inbox, the state machine, the journal write, the runtime and
-  the thread hand-off.
-- result → request: from the tool's handler returning to the agent asking
-  the model client for the next inference (`stream_chat` called). Covers the
-  thread hand-back, the inbox, the machine, the journal and the history copy.
+  released) to the dispatcher awaiting `Registry.run`. Covers the oracle, the
+  inbox, the state machine, the journal write and the runtime.
+- result → request: from `Registry.run` returning (the handler done in its
+  worker thread and handed back) to the agent asking the model client for the
+  next inference (`stream_chat` called). Covers the inbox, the machine, the
+  journal and the history copy.
 - result → at server: the same end point moved to the request's arrival at
   the server (adds httpx building and sending the request over loopback and
   the server reading it).
@@ -32,11 +33,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -52,9 +54,11 @@ from gbr_node.agent.messages import UserPrompt  # noqa: E402
 from gbr_node.agent.runtime import AgentRuntime  # noqa: E402
 from gbr_node.agent.session import Session  # noqa: E402
 from gbr_node.config.profile import ToolsConfig  # noqa: E402
-from gbr_node.llm.client import ClientSettings, ModelClient  # noqa: E402
+from gbr_node.llm.client import ModelClient  # noqa: E402
 from gbr_node.llm.events import Completion  # noqa: E402
+from gbr_node.llm.settings import ClientSettings  # noqa: E402
 from gbr_node.sandbox import Sandbox  # noqa: E402
+from gbr_node.tools.base import ToolResult  # noqa: E402
 from gbr_node.tools.registry import Registry, build_registry  # noqa: E402
 from tests.support.model_server import ModelServer  # noqa: E402
 from tests.support.replies import text_reply, tool_call_reply  # noqa: E402
@@ -85,12 +89,12 @@ class TimedModel:
     @asynccontextmanager
     async def stream_chat(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-    ) -> AsyncIterator[AsyncIterator[Any]]:
+    ) -> AsyncIterator[AsyncIterable[Any]]:
         self._stamps.mark("asked")
         async with self._client.stream_chat(messages, tools) as stream:
             yield self._stamped(stream)
 
-    async def _stamped(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async def _stamped(self, stream: AsyncIterable[Any]) -> AsyncIterator[Any]:
         async for event in stream:
             if isinstance(event, Completion):
                 self._stamps.mark("done")
@@ -98,7 +102,8 @@ class TimedModel:
 
 
 class TimedTools:
-    """`LocalTools` over the real registry, stamping "tool_start" and "tool_end"."""
+    """`LocalTools` over the real registry, stamping "tool_start" and "tool_end"
+    around `Registry.run` (which hands the handler to a worker thread)."""
 
     def __init__(self, registry: Registry, stamps: Stamps) -> None:
         self._registry = registry
@@ -107,10 +112,13 @@ class TimedTools:
     def specs(self) -> list[dict[str, Any]]:
         return self._registry.specs()
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+    def has(self, name: str) -> bool:
+        return self._registry.has(name)
+
+    async def run(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
         self._stamps.mark("tool_start")
         try:
-            return self._registry.call(name, arguments)
+            return await self._registry.run(name, arguments)
         finally:
             self._stamps.mark("tool_end")
 
@@ -174,8 +182,12 @@ def percentile(values: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 5 turns")
     args = parser.parse_args(argv)
-    print(f"agent overhead per tool turn, {args.turns} turns per history (ms)")
+    if args.quick:
+        args.turns = 5
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"agent overhead per tool turn, {args.turns} turns per history (ms); load {load}")
     print(f"{'history':<9}{'measure':<30}{'median':>8}{'p95':>8}{'max':>8}")
     labels = {
         "dispatch": "last byte → tool dispatched",

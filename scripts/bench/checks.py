@@ -1,6 +1,7 @@
 """Benchmark: what write checks add (UBQ-DEV-02, UNW-AI-01 / STD-DEV-01), on a 300-line file.
 
-Run: `.venv/bin/python scripts/bench/checks.py [--rounds N]`. In a temporary
+Run: `.venv/bin/python scripts/bench/checks.py [--rounds N] [--interrupts N] [--quick]`
+(`--quick`: 3 rounds and 1 interrupt, a smoke run of every measure). In a temporary
 root holding one 300-line Python file, interleaved so that load hits all
 alike, it times (wall clock, `time.perf_counter`):
 
@@ -133,13 +134,15 @@ def interrupt_during_check(cycles: int) -> list[float]:
             dimensions=(ROWS, COLS),
         )
         child.delaybeforesend = None
+        assert child.pid is not None  # spawned: pexpect's stubs allow None before that
+        pid = child.pid
         term = Terminal(child)
         try:
-            term.expect("/help for commands")
+            term.expect("/help for commands", 60)  # a minute to start on a loaded machine
             child.send("go\r")
             for _ in range(cycles):
                 deadline = time.monotonic() + 30
-                while not children_running(child.pid, "sleep"):
+                while not children_running(pid, "sleep"):
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"no check started:\n{term.text()[-2000:]}")
                     term.pump(0.005)
@@ -161,7 +164,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--interrupts", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 rounds, 1 interrupt")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.interrupts = 3, 1
     ugly = source()
     formatted = subprocess.run(
         [RUFF, "format", "--stdin-filename", NAME, "-"],

@@ -1,6 +1,6 @@
 """Benchmark: a trusted peer's calls, and serve's memory, while strangers flood it (GBR-DOS-01).
 
-Usage: python scripts/bench/flood.py [--samples N] [--settle S] [--only TEXT]
+Usage: python scripts/bench/flood.py [--samples N] [--settle S] [--only TEXT] [--quick]
 
 Each case runs one fresh `gbr-node serve` on 127.0.0.1 that trusts this
 process's identity. The attack runs in a child process of its own
@@ -41,10 +41,17 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.attackers import FLOODS  # noqa: E402 (needs the path above)
+from tests.support.attackers import (  # noqa: E402 (needs the path above)
+    FLOODS,
+    MEMORY_ATTACKS,
+    SILENT_SOURCES,
+)
 
 LOOPBACK = "/ip4/127.0.0.1/tcp/0"
 QUIET = "quiet (no flood)"
+# --quick: one memory flood and one silent-socket flood, each through this bench's whole
+# path (serve, the attacking child, the table); tests/e2e/test_dos.py runs every attacker.
+QUICK_FLOODS = (next(iter(MEMORY_ATTACKS)), f"silent TCP, {next(iter(SILENT_SOURCES))}")
 
 
 class Serve:
@@ -214,11 +221,17 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=3.0, help="seconds of flood first")
     parser.add_argument("--only", default="", help="run only the floods whose name has TEXT")
     parser.add_argument("--attack", nargs=2, metavar=("NAME", "ADDR"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 2 floods, 3 calls each, 0.5 s of flood"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.samples, args.settle = 3, 0.5
     if args.attack:
         trio.run(_run_attack, *args.attack)
         return
-    cases = [QUIET] + [name for name in FLOODS if args.only in name]
+    floods = QUICK_FLOODS if args.quick else FLOODS
+    cases = [QUIET] + [name for name in floods if args.only in name]
     results = {}
     for name in cases:
         with tempfile.TemporaryDirectory(prefix="gbr-bench-flood-") as tmp:

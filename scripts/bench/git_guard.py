@@ -1,6 +1,6 @@
 """Benchmark: what closing git's side doors costs a `run_command` git call (issue 12).
 
-Run: `.venv/bin/python scripts/bench/git_guard.py [--rounds N]`. In a temporary
+Run: `.venv/bin/python scripts/bench/git_guard.py [--rounds N] [--quick]`. In a temporary
 repository (200 committed files, one of them changed), `git status --short`
 and `git log --oneline -5` are run `--rounds` times each way, interleaved so
 load hits both alike:
@@ -55,7 +55,9 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60, help="calls per measurement")
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 calls each")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else args.rounds
     git = shutil.which("git")
     if git is None:
         raise SystemExit("git_guard: needs git")
@@ -69,20 +71,22 @@ def main() -> None:
         env["PATH"] = os.path.dirname(git)
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"{'git command':<22} {'raw ms (p95)':>14} {'guarded ms (p95)':>18} {'ratio':>7}")
-        for args in COMMANDS:
+        for command in COMMANDS:
             raw, guarded = [], []
             for _ in range(rounds):
                 start = time.perf_counter()
-                run_bounded([git, *args], cwd=root, env=env, timeout_s=30, max_output_bytes=65536)
+                run_bounded(
+                    [git, *command], cwd=root, env=env, timeout_s=30, max_output_bytes=65536
+                )
                 middle = time.perf_counter()
-                registry.call("run_command", {"argv": ["git", *args]})
+                registry.call("run_command", {"argv": ["git", *command]})
                 end = time.perf_counter()
                 raw.append((middle - start) * 1000)
                 guarded.append((end - middle) * 1000)
             (raw_median, raw_p95), (guarded_median, guarded_p95) = _ms(raw), _ms(guarded)
             ratio = guarded_median / raw_median
             print(
-                f"{' '.join(args):<22} {raw_median:>7.1f} ({raw_p95:>4.1f})"
+                f"{' '.join(command):<22} {raw_median:>7.1f} ({raw_p95:>4.1f})"
                 f" {guarded_median:>10.1f} ({guarded_p95:>4.1f}) {ratio:>7.2f}"
             )
 

@@ -21,7 +21,7 @@ node runs it (interval taken from the profile's `[watch] poll_interval_s`).
   and the CPU of one `poll_once()` of the settled profile, in microseconds.
   Target: below 0.2% of one core.
 
-`--quick` (5 saves, 10 s idle) is a smoke run; its figures are not the targets'.
+`--quick` (3 saves, 4 s idle) is a smoke run; its figures are not the targets'.
 """
 
 from __future__ import annotations
@@ -175,12 +175,12 @@ async def _main(saves: int, idle_s: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 5 saves, 10 s idle")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 saves, 4 s idle")
     parser.add_argument("--saves", type=int, help="saves per interval (default 30)")
     parser.add_argument("--idle-s", type=float, help="seconds of idle watch (default 60)")
     args = parser.parse_args()
-    saves = args.saves or (5 if args.quick else 30)
-    idle_s = args.idle_s or (10.0 if args.quick else 60.0)
+    saves = args.saves or (3 if args.quick else 30)
+    idle_s = args.idle_s or (4.0 if args.quick else 60.0)
     trio.run(_main, saves, idle_s)
 
 

@@ -1,6 +1,6 @@
 """Benchmark: the embedded model through gbr-node's client against bare httpx, same server.
 
-Run: `.venv/bin/python scripts/bench/local_model.py [--runs N] [--model smollm2-135m]`
+Run: `.venv/bin/python scripts/bench/local_model.py [--runs N] [--model smollm2-135m] [--quick]`
 (needs the `[local]` extra). Issue 8's target: gbr-node's path costs at most 15%
 over the floor, i.e. the ratios printed are at most 1.15.
 
@@ -156,7 +156,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="measured runs per scenario (9)")
     parser.add_argument("--model", default=DEFAULT_LOCAL_MODEL, choices=list(CATALOGUE))
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 run per scenario")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
     before = os.getloadavg()
     results = trio.run(measure, args.runs, args.model)
     print(f"{CATALOGUE[args.model].alias}, temperature 0, median of {args.runs} runs per side")

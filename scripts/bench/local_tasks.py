@@ -13,7 +13,8 @@ limit, runaway stop), `AgentRuntime`, `ModelClient` over HTTP to llama.cpp's
 server started by `local_model_server`, exactly as `gbr-node run` does (the
 embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-grammar`
 and `--first-answer-free` measure without it, or with a text branch in the first
-answer of a turn; `--quick` runs the first task of each kind once). The
+answer of a turn; `--quick` runs the first task of each kind once, with the default model
+unless `--models` names others, 20 s per task unless `--timeout`). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
 
@@ -56,7 +57,13 @@ from gbr_node.llm.choice import choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.events import Completion, TextDelta
 from gbr_node.llm.grammar import tool_call_grammar
-from gbr_node.llm.local import CATALOGUE, N_CTX, local_model_available, local_model_server
+from gbr_node.llm.local import (
+    CATALOGUE,
+    DEFAULT_LOCAL_MODEL,
+    N_CTX,
+    local_model_available,
+    local_model_server,
+)
 from gbr_node.llm.settings import ClientSettings
 
 Check = Callable[[Path, str], bool]
@@ -376,13 +383,17 @@ def table(results: dict[str, tuple[list[Outcome], float, float]], kinds: list[st
 
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(CATALOGUE))
+    parser.add_argument(
+        "--models", help="comma-separated (default: all; with --quick, the default model)"
+    )
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--timeout", type=float, default=90.0, help="seconds per task")
+    parser.add_argument("--timeout", type=float, help="seconds per task (90; 20 with --quick)")
     parser.add_argument("--tasks", default="", help="comma-separated task names (default all)")
     parser.add_argument("--json", type=Path, help="write every outcome to this file")
     parser.add_argument(
-        "--quick", action="store_true", help="1 run of the first task of each kind (iterating)"
+        "--quick",
+        action="store_true",
+        help="1 run of the first task of each kind, the default model only unless --models",
     )
     parser.add_argument(
         "--no-grammar", action="store_true", help="tool calls not grammar-constrained (compare)"
@@ -394,7 +405,11 @@ async def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.first_answer_free:
-        client_module.tool_call_grammar = partial(tool_call_grammar, must_call=False)
+        client_module.tool_call_grammar = partial(tool_call_grammar, must_call=False)  # type: ignore[attr-defined]  # patches the name client imported (not re-exported)
+    if args.timeout is None:
+        args.timeout = 20.0 if args.quick else 90.0
+    if args.models is None:
+        args.models = DEFAULT_LOCAL_MODEL if args.quick else ",".join(CATALOGUE)
     models = [m for m in args.models.split(",") if m]
     for name in models:
         if name not in CATALOGUE or not local_model_available(name):

@@ -1,6 +1,6 @@
 """Benchmark: what `gbr-node mcp` adds to a tool call (GBR-MCP-01).
 
-Usage: python scripts/bench/mcp.py [--runs N] [--cli-runs N]
+Usage: python scripts/bench/mcp.py [--runs N] [--cli-runs N] [--quick]
 
 In one run on loopback (127.0.0.1 only), each node in its own process:
 
@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -147,7 +148,7 @@ async def _measure(args: argparse.Namespace, work: Path) -> dict:
         f'addrs = ["{bob_tcp}"]\n',
     )
     node = Node(load_profile(project))
-    ms: dict[str, list[float]] = {key: [] for key in ("mcp", "local", "peer", "rpc", "floor")}
+    ms: dict[str, Any] = {key: [] for key in ("mcp", "local", "peer", "rpc", "floor")}
     cpu: dict[str, dict[str, float]] = {}
     gbr_mcp = StdioServerParameters(
         command=sys.executable,
@@ -243,7 +244,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000, help="round trips per measure")
     parser.add_argument("--cli-runs", type=int, default=10, help="`gbr-node call` processes")
+    parser.add_argument("--quick", action="store_true", help="smoke run: one round, 2 processes")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.cli_runs = ROUND, 2
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="gbr-bench-mcp-") as tmp:
         ms = trio.run(_measure, args, Path(tmp))

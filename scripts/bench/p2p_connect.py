@@ -15,6 +15,7 @@ connect median of at most 15 ms (py-libp2p's defaults take ~251 ms).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -74,9 +75,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--size", type=int, default=1024, help="echo payload in bytes")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 runs")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 3
     results = trio.run(_measure, args.runs, args.size)
-    print(f"loopback, {args.runs} runs, echo payload {args.size} bytes, times in ms")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"loopback, {args.runs} runs, echo payload {args.size} bytes, times in ms; load {load}")
     print(f"{'measure':<34}{'median':>9}{'p95':>9}{'min':>9}{'max':>9}")
     labels = {
         "connect": "connect (dial+Noise+Yamux)",

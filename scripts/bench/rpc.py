@@ -1,6 +1,6 @@
 """Benchmark: `/gbr/mcp/1.0.0` remote tool calls against a real `gbr-node serve` process.
 
-Usage: python scripts/bench/rpc.py [--runs N] [--connects N] [--calls N] [--concurrency N]
+Usage: python scripts/bench/rpc.py [--runs N] [--connects N] [--calls N] [--concurrency N] [--quick]
 
 In one run on loopback (127.0.0.1 only), with every server in its own process
 and the clients in this one:
@@ -356,7 +356,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3000, help="calls for the calls/s measure")
     parser.add_argument("--concurrency", type=int, default=100, help="calls in flight at once")
     parser.add_argument("--serve-echo", choices=["libp2p", "tcp"], help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="smoke run: a few of each")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.connects, args.calls, args.concurrency = 100, 3, 40, 10
     if args.serve_echo:
         trio.run(_serve_libp2p_echo if args.serve_echo == "libp2p" else _serve_tcp_echo)
         return

@@ -1,6 +1,6 @@
 """Benchmark: the cost of one sandbox path check against `os.path.realpath` alone.
 
-Run: `.venv/bin/python scripts/bench/sandbox.py [--rounds N]`. Prints median
+Run: `.venv/bin/python scripts/bench/sandbox.py [--rounds N] [--quick]`. Prints median
 and p95 in microseconds for `Sandbox.resolve` on a 5-name relative path and on
 a path through a symlink, and for `os.path.realpath` of the same absolute
 paths (the floor: the filesystem part of the check), plus the ratio of the
@@ -10,6 +10,7 @@ medians. Target (issue 2): median check within 3x of realpath alone.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import tempfile
@@ -47,7 +48,9 @@ def _row(label: str, samples: list[float]) -> tuple[str, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=50_000, help="calls per measurement")
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--quick", action="store_true", help="smoke run: 200 calls each")
+    args = parser.parse_args()
+    rounds = 200 if args.quick else args.rounds
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, "src", "pkg", "sub", "deep"))
         with open(os.path.join(root, "src", "pkg", "sub", "deep", "mod.py"), "w") as f:
@@ -62,11 +65,14 @@ def main() -> None:
         for label, rel in cases:
             absolute = os.path.join(real_root, rel)
             floors, checks = _timings(
-                lambda a=absolute: os.path.realpath(a), lambda r=rel: sandbox.resolve(r), rounds
+                functools.partial(os.path.realpath, absolute),
+                functools.partial(sandbox.resolve, rel),
+                rounds,
             )
             floor = _row(f"realpath ({label})", floors)
             check = _row(f"resolve  ({label})", checks)
             rows.append((floor, check))
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'measurement':<22} {'median us':>10} {'p95 us':>10} {'ratio':>7}")
     for floor, check in rows:
         print(f"{floor[0]:<22} {floor[1]:>10.2f} {floor[2]:>10.2f} {'':>7}")

@@ -12,7 +12,8 @@ from gbr_node.agent.session import Session
 from gbr_node.config.loader import load_profile
 from gbr_node.control import Node
 from gbr_node.llm.choice import choose_model
-from gbr_node.llm.client import ClientSettings, ModelClient
+from gbr_node.llm.client import ModelClient
+from gbr_node.llm.settings import ClientSettings
 from tests.support.model_server import ModelServer
 
 

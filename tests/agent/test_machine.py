@@ -3,7 +3,6 @@
 import pytest
 
 from gbr_node.agent.machine import (
-    INTERRUPTED_MARK,
     AgentMachine,
     CancelInference,
     RunTool,
@@ -22,7 +21,7 @@ from gbr_node.agent.messages import (
     UpdateEnv,
     UserPrompt,
 )
-from gbr_node.agent.session import Session
+from gbr_node.agent.session import INTERRUPTED_MARK, Session
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 from tests.support.chat_rules import chat_request_problem
 

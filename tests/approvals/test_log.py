@@ -246,7 +246,7 @@ def test_fingerprint_tells_files_folders_links_and_absence_apart(tmp_path: Path)
     (tmp_path / "l").symlink_to("f")
     prints = [fingerprint(tmp_path / name) for name in ("f", "d", "l", "missing")]
     assert prints[0] == text_hash("x")
-    assert prints[1].startswith("tree:") and prints[2].startswith("link:")
+    assert str(prints[1]).startswith("tree:") and str(prints[2]).startswith("link:")
     assert prints[3] is None
     (tmp_path / "d" / "inner").write_text("y")
     assert fingerprint(tmp_path / "d") != prints[1]

@@ -96,6 +96,7 @@ def spawn() -> Iterator[Spawn]:
 
 
 def kill_hard(child: pexpect.spawn) -> None:
+    assert child.pid is not None
     os.kill(child.pid, signal.SIGKILL)
     child.expect(pexpect.EOF)
     child.close()
@@ -114,10 +115,10 @@ def test_two_processes_approving_the_same_ids_apply_each_once(
         child.expect("ready")
     for child in children:
         child.sendline("go")
-    outputs = []
+    outputs: list[str] = []
     for child in children:
         child.expect(pexpect.EOF)
-        outputs.append(child.before)
+        outputs.append(str(child.before))
         child.close()
         assert child.exitstatus == 0, child.before
     lines = "".join(outputs).splitlines()

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from gbr_node.confine import support
 from gbr_node.confine.support import Support, self_test
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools import build_registry, process
+from gbr_node.tools.base import ToolResult
 
 SYSTEM_PATH = "/usr/bin:/bin"
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY----- ssh-secret-4242"
@@ -51,8 +53,8 @@ class World:
     root: Path
     outside: Path
     mode: str
-    run: Callable[..., object]
-    helpers: list[subprocess.Popen] = field(default_factory=list)
+    run: Callable[..., ToolResult]
+    helpers: list[Any] = field(default_factory=list)  # processes, sockets: whatever has close
 
     def guarded(self) -> dict[str, bytes]:
         """Every file an attack must leave alone: outside, the home folder, and the
@@ -110,7 +112,7 @@ def build_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> W
     )
     registry = build_registry(tools, sandbox, search_path=SYSTEM_PATH)
 
-    def run(*argv: str, timeout_s: float = 20, cwd: str = "."):
+    def run(*argv: str, timeout_s: float = 20, cwd: str = ".") -> ToolResult:
         arguments = {"argv": list(argv), "timeout_s": timeout_s, "cwd": cwd}
         return registry.call("run_command", arguments)
 

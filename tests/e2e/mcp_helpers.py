@@ -75,7 +75,7 @@ async def mcp_session(
                 read_stream,
                 write_stream,
                 read_timeout_seconds=WAIT_S,
-                message_handler=message_handler,
+                message_handler=message_handler,  # type: ignore[arg-type]  # any callable the test passes
             ) as session,
         ):
             with trio.fail_after(WAIT_S):

@@ -111,9 +111,9 @@ class ServeProcess:
     def wait_line(self, pattern: str, timeout_s: float = CALL_TIMEOUT_S) -> str:
         """The first line (seen so far or arriving within `timeout_s`) matching `pattern`."""
         regex = re.compile(pattern)
-        for line in self.lines:
-            if regex.search(line):
-                return line
+        for seen in self.lines:
+            if regex.search(seen):
+                return seen
         deadline = time.monotonic() + timeout_s
         while (left := deadline - time.monotonic()) > 0:
             try:

@@ -53,7 +53,7 @@ class Recorder:
             self.parts.append(data)
             feed(data)
 
-        term._stream.feed = tee
+        term._stream.feed = tee  # type: ignore[method-assign]  # tee what the screen is fed
 
     def since(self, start: int) -> str:
         return ANSI.sub("", "".join(self.parts[start:]))

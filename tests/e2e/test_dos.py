@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import trio
 from gbr_node.errors import StreamBroken
 from gbr_node.p2p.host import P2PHost, open_host
 from gbr_node.p2p.service import call_tool
+from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc.codes import InvalidParams, PeerCallTimeout
 from gbr_node.rpc.framing import encode_frame, encode_varint
 from gbr_node.rpc.server import Limits
@@ -69,7 +71,7 @@ class Served:
     server: ServeProcess
     alice: Identity
 
-    def call(self, *args: str) -> Awaitable[object]:
+    def call(self, *args: str) -> Awaitable[subprocess.CompletedProcess[str]]:
         """alice's `gbr-node call` of the serving node (in a thread; returns CompletedProcess)."""
         home = self.tmp / "home-alice"
         return trio.to_thread.run_sync(
@@ -231,6 +233,7 @@ async def _start_remote_sleep(served: Served, host: P2PHost | None):
 
     Returns what stops it: the caller process, or the open stream."""
     request = {"name": "run_command", "arguments": {"argv": ["sleep", "30"]}}
+    caller: subprocess.Popen[str] | Libp2pByteStream
     if host is None:
         caller = start_call(
             served.tmp,
@@ -241,9 +244,10 @@ async def _start_remote_sleep(served: Served, host: P2PHost | None):
             json.dumps(request["arguments"]),
         )
     else:
-        caller = await host.new_stream(served.server.addr, "/gbr/mcp/1.0.0")
+        stream = await host.new_stream(served.server.addr, "/gbr/mcp/1.0.0")
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": request}
-        await caller.send_all(encode_frame(json.dumps(body).encode()))
+        await stream.send_all(encode_frame(json.dumps(body).encode()))
+        caller = stream
     with trio.fail_after(30):
         while not _sleepers(served):
             await trio.sleep(0.02)

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from gbr_node.agent.machine import INTERRUPTED_MARK, SUGGESTION_PREFIX
+from gbr_node.agent.machine import SUGGESTION_PREFIX
+from gbr_node.agent.session import INTERRUPTED_MARK
 from tests.e2e.conftest import TIMEOUT_S, write_profile
 from tests.e2e.p2p_helpers import Identity, ServeProcess, children_running
 from tests.support.replies import Delay, SseReply, text_reply

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def _start_cluster(tmp_path: Path) -> Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Cluster:
+def cluster(tmp_path_factory) -> Iterator[Cluster]:
     """One serving node shared by the tests of this module that leave it running."""
     started = _start_cluster(tmp_path_factory.mktemp("cluster"))
     yield started
@@ -96,7 +97,7 @@ def cluster(tmp_path_factory) -> Cluster:
 
 
 @pytest.fixture
-def own_cluster(tmp_path) -> Cluster:
+def own_cluster(tmp_path) -> Iterator[Cluster]:
     """A serving node for one test (which may kill it)."""
     started = _start_cluster(tmp_path)
     yield started

@@ -32,6 +32,6 @@ def settings(server: ModelServer) -> Callable[..., ClientSettings]:
             "backoff_base_s": 0.01,
         }
         values.update(overrides)
-        return ClientSettings(**values)  # type: ignore[arg-type]
+        return ClientSettings(**values)  # type: ignore[arg-type]  # values typed as a loose dict of fields
 
     return make

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import pytest
 import trio
@@ -77,7 +78,10 @@ async def test_tool_call_then_answered_conversation_is_accepted(server, settings
 async def test_unanswered_tool_call_gets_400_from_the_validator(server, settings) -> None:
     server.enqueue(text_reply("never sent"))
     call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
-    messages = [*USER, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    messages: list[dict[str, Any]] = [
+        *USER,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
     async with ModelClient(settings()) as client:
         with pytest.raises(ModelError, match="did not have response messages: c1") as info:
             await client.complete([*messages, {"role": "user", "content": "next"}])
@@ -233,7 +237,7 @@ async def test_silence_before_any_event_past_idle_timeout_raises(server, setting
 
 async def test_keep_alive_comments_reset_the_idle_timer(server, settings) -> None:
     ping = b": keep-alive\n\n"
-    pauses = [Delay(0.15), ping] * 4  # 0.6 s in all, never 0.4 s without a byte
+    pauses: list[Any] = [Delay(0.15), ping] * 4  # 0.6 s in all, never 0.4 s without a byte
     server.enqueue(SseReply([chunk("a"), *pauses, chunk("b", finish="stop")]))
     async with ModelClient(settings(idle_timeout_s=0.4)) as client:
         events = await collect(client)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, ReasoningDelta, TextDelta, ToolCallStarted
-from gbr_node.llm.sse import SseDecoder
+from gbr_node.llm.sse import SseDecoder, SseEvent
 
 
 def ids():
@@ -342,7 +342,7 @@ def test_error_in_the_middle_keeps_partial_text_and_marks_it(bad: Any, message: 
         delta(content="half "), calls(call(0, "a", "read", '{"p": 1}')), bad, delta(content="x")
     )
     assert completion.partial
-    assert message in completion.error
+    assert completion.error is not None and message in completion.error
     assert completion.text == "half "
     assert completion.message == {"role": "assistant", "content": "half "}
     assert completion.tool_calls == ()
@@ -352,7 +352,7 @@ def test_error_in_the_middle_keeps_partial_text_and_marks_it(bad: Any, message: 
 def test_finish_reason_error_then_done_is_still_an_error() -> None:
     bad = {"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}
     _, completion = assemble(delta(content="half "), bad, "[DONE]")
-    assert completion.partial and "finish_reason error" in completion.error
+    assert completion.partial and completion.error and "finish_reason error" in completion.error
 
 
 def test_sse_error_event_ends_the_turn_with_its_message() -> None:
@@ -516,7 +516,7 @@ def run_stream(chunks: list[bytes]) -> tuple[list, Completion]:
     for chunk in [*chunks, None]:
         items = decoder.feed(chunk) if chunk is not None else decoder.close()
         for item in items:
-            if hasattr(item, "data"):
+            if isinstance(item, SseEvent):
                 events += assembler.feed_data(item.data, item.event)
     return events, assembler.result()
 

@@ -28,12 +28,18 @@ RUN = tool("run_command", {"argv": {"type": "array", "items": STR}}, ["argv"])
 NESTED = tool("configure", {"options": {"type": "object"}}, ["options"])
 
 
+def grammar_for(tools: list[dict], *, must_call: bool = False) -> str:
+    grammar = tool_call_grammar(tools, must_call=must_call)
+    assert grammar is not None, "the grammar left every tool out"
+    return grammar
+
+
 def call_rule(grammar: str) -> str:
     return next(line for line in grammar.splitlines() if line.startswith("call ::="))
 
 
 def test_the_call_rule_names_only_the_tools_offered_with_their_required_arguments() -> None:
-    grammar = tool_call_grammar([READ, WRITE])
+    grammar = grammar_for([READ, WRITE])
     rule = call_rule(grammar)
     assert grammar.startswith("root ::= call | answer\n")
     assert r'"{\"name\": \"read_file\", \"arguments\": " "{" "\"path\": " jstr' in rule
@@ -56,28 +62,28 @@ def test_the_call_rule_names_only_the_tools_offered_with_their_required_argument
     ],
 )
 def test_argument_types_become_grammar_rules(spec: dict, expected: str) -> None:
-    assert expected in call_rule(tool_call_grammar([spec]))
+    assert expected in call_rule(grammar_for([spec]))
 
 
 def test_tools_the_grammar_cannot_express_are_left_out_never_offered_loosely() -> None:
-    rule = call_rule(tool_call_grammar([READ, NESTED]))
+    rule = call_rule(grammar_for([READ, NESTED]))
     assert "configure" not in rule and "read_file" in rule
     optional_nested = tool("t", {"p": STR, "o": {"type": "object"}}, ["p"])
-    assert '"\\"o\\"' not in call_rule(tool_call_grammar([optional_nested]))
+    assert '"\\"o\\"' not in call_rule(grammar_for([optional_nested]))
     assert tool_call_grammar([NESTED]) is None
     assert tool_call_grammar([]) is None
     assert tool_call_grammar([{"type": "function"}, {"function": {"name": 3}}]) is None
 
 
 def test_must_call_leaves_no_text_answer() -> None:
-    grammar = tool_call_grammar([READ], must_call=True)
+    grammar = grammar_for([READ], must_call=True)
     assert grammar.startswith("root ::= call\n")
-    free = tool_call_grammar([READ])
+    free = grammar_for([READ])
     assert "answer ::= [^<" in free  # a text answer never starts like a call
 
 
 def test_json_strings_in_the_grammar_follow_rfc_8259() -> None:
-    grammar = tool_call_grammar([READ])
+    grammar = grammar_for([READ])
     assert r'jchar ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u"' in grammar
 
 

@@ -20,7 +20,7 @@ SYSTEM = {"role": "system", "content": "s"}
 USER = {"role": "user", "content": "u"}
 
 
-def assistant_calling(*ids: str, arguments: str = "{}") -> dict:
+def assistant_calling(*ids: str, arguments: object = "{}") -> dict:
     calls = [
         {"id": i, "type": "function", "function": {"name": "t", "arguments": arguments}}
         for i in ids
@@ -62,7 +62,8 @@ def test_valid_conversations_pass(messages: list) -> None:
     ("messages", "problem"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
 )
 def test_invalid_conversations_are_named(messages: list, problem: str) -> None:
-    assert problem in chat_request_problem({"model": "m", "messages": messages})
+    found = chat_request_problem({"model": "m", "messages": messages})
+    assert found is not None and problem in found
 
 
 def test_model_must_be_set() -> None:
@@ -78,6 +79,7 @@ async def test_cli_serves_its_script_records_requests_then_default_text(tmp_path
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
         try:
             with trio.fail_after(10):
+                assert process.stdout is not None
                 base_url = await trio.to_thread.run_sync(process.stdout.readline)
             settings = ClientSettings(base_url=base_url.strip(), model="test-model", max_retries=0)
             async with ModelClient(settings) as client:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_retry_wait_follows_server_hints_then_capped_backoff(headers, attempt, w
      ("connect_timeout_s", -1), ("max_retries", -1)],
 )  # fmt: skip
 def test_bad_settings_name_the_field(field: str, value: object) -> None:
-    values = {"base_url": "http://x/v1", "model": "m", field: value}
+    values: dict[str, Any] = {"base_url": "http://x/v1", "model": "m", field: value}
     with pytest.raises(ValueError, match=field):
         ClientSettings(**values)
 

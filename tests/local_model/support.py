@@ -41,4 +41,4 @@ def local_settings(local: LocalModel, **overrides: object) -> ClientSettings:
         "max_retries": 0,
     }
     values.update(overrides)
-    return ClientSettings(**values)  # type: ignore[arg-type]
+    return ClientSettings(**values)  # type: ignore[arg-type]  # values typed as a loose dict of fields

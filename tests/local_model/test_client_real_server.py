@@ -78,8 +78,8 @@ async def test_the_model_sees_a_tool_result_sent_back(local: LocalModel) -> None
     tool result 20 words longer has a longer prompt (the stock
     chatml-function-calling template dropped tool messages entirely).
     """
-    call = {"id": "call_1", "type": "function", "function": {"name": "read_file"}}
-    call["function"]["arguments"] = '{"path": "notes.txt"}'
+    function = {"name": "read_file", "arguments": '{"path": "notes.txt"}'}
+    call = {"id": "call_1", "type": "function", "function": function}
 
     def conversation(result: str) -> list[dict]:
         return [
@@ -95,6 +95,7 @@ async def test_the_model_sees_a_tool_result_sent_back(local: LocalModel) -> None
             events = await stream_events(client, conversation(result), [READ_FILE_TOOL])
             completion = events[-1]
             assert isinstance(completion, Completion) and not completion.partial
+            assert completion.usage is not None
             prompt_tokens.append(completion.usage["prompt_tokens"])
     assert prompt_tokens[1] >= prompt_tokens[0] + 20, prompt_tokens
 

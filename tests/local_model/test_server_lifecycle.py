@@ -65,7 +65,7 @@ async def test_cancellation_still_stops_the_child(tmp_path: Path) -> None:
         async with local_model_server(tmp_path / "node.log") as running:
             scope.cancel()
             await trio.sleep_forever()
-    assert scope.cancelled_caught and not alive(running.pid)
+    assert scope.cancelled_caught and not alive(running.pid)  # type: ignore[unreachable]  # stale trio-typing stubs
 
 
 async def test_a_child_that_exits_early_is_reported_with_the_log(
@@ -99,6 +99,7 @@ def test_a_killed_parent_leaves_no_server_behind(tmp_path: Path) -> None:
         [sys.executable, "-c", script, str(tmp_path / "node.log")], stdout=subprocess.PIPE
     )
     try:
+        assert parent.stdout is not None
         line = parent.stdout.readline()  # bounded by the server's own startup timeout
         server_pid = int(line)
         assert alive(server_pid)

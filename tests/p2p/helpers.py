@@ -46,7 +46,7 @@ async def running_host(
     listen: tuple[str, ...] = LOOPBACK,
     *,
     is_trusted: Callable[[str], bool] = trust_everyone,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> AsyncIterator[P2PHost]:
     """A host with a fresh identity and the echo protocol served to trusted peers."""
     async with open_host(create_new_key_pair(), listen, is_trusted=is_trusted, **kwargs) as host:
@@ -112,12 +112,12 @@ def foreign_host(*, security: str = "noise", muxer: str = "yamux") -> Any:
     """A py-libp2p host built by `new_host()` with one chosen security and muxer
     ("default" keeps the library's full default list), to play a peer we must refuse."""
     keypair = create_new_key_pair()
-    sec_opt = {
+    sec_opt: Any = {
         "noise": {NOISE_PROTOCOL_ID: NoiseTransport(keypair, noise_privkey=x25519().private_key)},
         "plaintext": {PLAINTEXT_PROTOCOL_ID: InsecureTransport(keypair)},
         "default": None,
     }[security]
-    muxer_opt = {
+    muxer_opt: Any = {
         "yamux": {YAMUX_PROTOCOL_ID: Yamux},
         "mplex": {MPLEX_PROTOCOL_ID: Mplex},
         "default": None,

@@ -87,7 +87,9 @@ async def exchange(server: RpcServer, peer_id: str, data: bytes, *, timeout_s: f
     return bytes(received)
 
 
-def open_served_stream(nursery: trio.Nursery, server: RpcServer, peer_id: str) -> trio.abc.Stream:
+def open_served_stream(
+    nursery: trio.Nursery, server: RpcServer, peer_id: str
+) -> trio.StapledStream:
     """A fresh in-memory stream whose far end `server` serves as a stream from `peer_id`."""
     client, served = trio.testing.memory_stream_pair()
     nursery.start_soon(server.handle_stream, served, peer_id)

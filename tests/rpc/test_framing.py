@@ -38,7 +38,7 @@ def test_varint_refuses_values_outside_nine_bytes(value: int) -> None:
 
 def test_encode_frame_refuses_text() -> None:
     with pytest.raises(TypeError, match="body must be bytes"):
-        encode_frame("hello")  # type: ignore[arg-type]
+        encode_frame("hello")  # type: ignore[arg-type]  # the wrong type is the test
 
 
 def test_frames_come_out_whole_and_in_order_across_feeds() -> None:

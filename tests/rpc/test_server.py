@@ -205,7 +205,11 @@ async def test_an_invalid_result_from_the_host_is_an_internal_error(result: Any)
 
 async def test_a_host_that_fails_to_authorize_gives_internal_error() -> None:
     host = scripted()
-    host.authorize = lambda peer_id: 1 / 0  # type: ignore[method-assign]
+
+    def fail(peer_id: str) -> str:
+        raise ZeroDivisionError
+
+    host.authorize = fail  # type: ignore[method-assign]  # a host whose authorize breaks
     response = answer(await exchange(RpcServer(host), PEER, request("tools/list")))
     assert response["error"]["code"] == codes.INTERNAL_ERROR
 
@@ -261,7 +265,7 @@ async def test_a_failing_notify_is_logged_and_does_not_escape(
     async def notify(grant: str, method: str, params: dict[str, Any]) -> None:
         raise RuntimeError("boom")
 
-    host.notify = notify  # type: ignore[method-assign]
+    host.notify = notify  # type: ignore[method-assign]  # the test's stand-in
     note = encode_frame(b'{"jsonrpc":"2.0","method":"notifications/x"}')
     assert await exchange(RpcServer(host), PEER, note) == b""
     assert "boom" in caplog.text
@@ -384,7 +388,7 @@ async def test_a_refused_stream_is_answered_before_a_byte_of_it_is_read(trusted:
         return TEXT_RESULT
 
     host = VectorHost() if not trusted else ScriptedHost(call_tool)
-    server = RpcServer(host, Limits(max_concurrent_calls_per_peer=1))
+    server: RpcServer[Any] = RpcServer(host, Limits(max_concurrent_calls_per_peer=1))
     peer = "12D3KooWStranger" if not trusted else PEER
     client, served = trio.testing.memory_stream_pair()
     counting = CountingStream(served)

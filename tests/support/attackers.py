@@ -120,13 +120,14 @@ async def intrude(
     remote = ID.from_base58(maddr.get_peer_id())
     upgrader = TransportUpgrader(
         {NOISE_PROTOCOL_ID: NoiseTransport(keypair, noise_privkey=x25519().private_key)},
-        {YAMUX_PROTOCOL_ID: Yamux},
+        {TProtocol(YAMUX_PROTOCOL_ID): Yamux},
     )
     target = maddr.decapsulate(multiaddr.Multiaddr(f"/p2p/{remote}"))
     raw = await (TCP().dial_with_source(target, (source, 0)) if source else TCP().dial(target))
     try:
         secured = await upgrader.upgrade_security(raw, True, remote)
         muxed = await upgrader.upgrade_connection(secured, remote)
+        assert isinstance(muxed, Yamux)  # the only muxer offered above
     except BaseException:
         with trio.CancelScope(shield=True):
             await raw.close()

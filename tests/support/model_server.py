@@ -79,7 +79,11 @@ def context_exceeded_body(prompt_tokens: int, n_ctx: int) -> dict[str, Any]:
         f"This model's maximum context length is {n_ctx} tokens. However, your messages "
         f"resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
     )
-    error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+    error: dict[str, Any] = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "messages",
+    }
     error.update(code="context_length_exceeded", n_prompt_tokens=prompt_tokens, n_ctx=n_ctx)
     return {"error": error}
 
@@ -146,7 +150,7 @@ class ModelServer:
         self._http = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._http.daemon_threads = True
         self._http.block_on_close = False
-        self._http.owner = self  # type: ignore[attr-defined]
+        self._http.owner = self  # type: ignore[attr-defined]  # the handler finds its server here
         self._thread = threading.Thread(
             target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -236,7 +240,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     @property
     def _owner(self) -> ModelServer:
-        return self.server.owner  # type: ignore[attr-defined]
+        return self.server.owner  # type: ignore[attr-defined]  # set by ModelServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
         """Quiet: the recorded requests are the log."""

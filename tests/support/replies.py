@@ -99,9 +99,11 @@ class Answer:
         deltas += [{"reasoning_content": part} for part in _split(self.reasoning, self.pieces)]
         deltas += [{"content": part} for part in _split(self.text, self.pieces)]
         for index, call in enumerate(calls):
-            head = {**call, "index": index, "function": {**call["function"], "arguments": ""}}
+            function = call["function"]
+            assert isinstance(function, dict)
+            head = {**call, "index": index, "function": {**function, "arguments": ""}}
             deltas.append({"tool_calls": [head]})
-            for part in _split(call["function"]["arguments"], 2):
+            for part in _split(function["arguments"], 2):
                 deltas.append({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
         items: list[SseItem] = []
         for delta in deltas:

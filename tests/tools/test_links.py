@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,7 @@ HARD_LINKS = [
 ]
 
 # (tool, arguments); each reads notes.txt
-READS = [
+READS: list[tuple[str, dict[str, Any]]] = [
     ("read_file", {"path": "notes.txt"}),
     ("edit_file", {"path": "notes.txt", "old_string": "secret", "new_string": "s"}),
     ("run_command", {"argv": ["cat", "notes.txt"]}),

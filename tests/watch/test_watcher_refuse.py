@@ -15,8 +15,9 @@ import trio
 
 from gbr_node.agent.messages import UpdateEnv
 from gbr_node.config import changes
+from gbr_node.config.events import ProfileRejected
 from gbr_node.config.loader import load_profile
-from gbr_node.config.watcher import ProfileRejected, ProfileWatcher
+from gbr_node.config.watcher import ProfileWatcher
 from tests.watch.support import (
     PROFILE,
     WAIT_S,
@@ -331,6 +332,7 @@ async def test_switch_to_a_profile_with_the_same_content_still_sends_update_env(
 
     update = await watcher.switch("twin")
 
+    assert isinstance(update, UpdateEnv)
     assert update.changed == () and update.snapshot.name == "twin"
     assert await next_update(receive) == update
 
