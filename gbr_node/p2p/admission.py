@@ -3,6 +3,10 @@
 Pure: numbers and tables, no sockets, no trio, no libp2p. `GbrSwarm`
 (swarm.py) drives them for every inbound TCP connection:
 
+0. Before accept: a TCP connection that has sent nothing waits in the
+   kernel (TCP_DEFER_ACCEPT, up to `defer_accept_s`, in a listen backlog of
+   `listen_backlog`); the node holds no descriptor, task or slot for it. A
+   libp2p dialer speaks first (multistream-select), so it is accepted at once.
 1. Handshake: from TCP accept until Noise and Yamux are done, the connection
    has a slot in `Handshakes`, at most `max_handshakes_per_address` per
    remote IP address and `max_handshakes` in all, and at most
@@ -43,8 +47,14 @@ class ConnectionLimits:
 
     Defaults: an untrusted peer costs at most ~1 MiB while it lasts, so
     `max_untrusted` of them stay within ~20 MiB; handshakes cost a few KiB each.
+    `defer_accept_s` is whole seconds (Linux counts it in SYN-ACK retransmissions,
+    sent after 1, 3, 7, 15 s: 3 s is two); `listen_backlog` is capped by the
+    kernel's `net.core.somaxconn`, and silent connections past it are accepted
+    as they arrive (SYN cookies) and handled by the handshake limits.
     """
 
+    defer_accept_s: int = 3
+    listen_backlog: int = 1024
     handshake_timeout_s: float = 5.0
     max_handshakes: int = 64
     max_handshakes_per_address: int = 8

@@ -27,13 +27,24 @@ notes below describe; everything else is the library's behaviour.
    `ConnectionGate` (go-libp2p's `InterceptSecured`) to decide on a peer ID
    before the connection is registered.
 
-2. No auto-connector. The stock `AutoConnector` re-dials, every
+2. Silent sockets wait in the kernel. `listen` sets TCP_DEFER_ACCEPT
+   (`limits.defer_accept_s`) on each TCP listening socket and a listen backlog
+   of `limits.listen_backlog` (py-libp2p listens with 128). A flood of sockets
+   that never send a byte then costs the node nothing: no accept, no task, no
+   handshake slot, no descriptor, whatever address it comes from (the trusted
+   peer's own included); py-spy showed serve spending a whole core accepting,
+   spawning a task for, starting the multistream upgrade of, evicting and
+   closing sockets that reconnected at once. A libp2p dialer sends first, so
+   its connection is accepted as soon as its first bytes arrive. Suggested
+   upstream: both as options of the TCP transport.
+
+3. No auto-connector. The stock `AutoConnector` re-dials, every
    `auto_connect_interval` and after every disconnect, any peer with addresses
    in the peerstore until `low_watermark` connections exist, dead peers
    included. A gbr-node dials only the peers it is asked to dial or that the
    profile trusts (DESIGN.md, security model), so `_NoAutoConnector` never dials.
 
-3. No negative dial cache. After a failed dial the stock swarm refuses to dial
+4. No negative dial cache. After a failed dial the stock swarm refuses to dial
    that peer again for 60 s without trying. Every dial here is an explicit
    request (a user's call, a trusted peer), so it always tries the network.
 
@@ -51,6 +62,7 @@ notes below describe; everything else is the library's behaviour.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -73,7 +85,7 @@ log = logging.getLogger(__name__)
 
 
 class _NoAutoConnector(AutoConnector):
-    """An AutoConnector that never dials (fix 2 in the module docstring)."""
+    """An AutoConnector that never dials (fix 3 in the module docstring)."""
 
     async def run_background_task(self, nursery: trio.Nursery) -> None:
         return None
@@ -83,7 +95,7 @@ class _NoAutoConnector(AutoConnector):
 
 
 class _NoNegativeCache:
-    """Stands in for `libp2p.network.swarm._NegativePeerCache` (fix 3)."""
+    """Stands in for `libp2p.network.swarm._NegativePeerCache` (fix 4)."""
 
     def mark_failed(self, peer_id: str) -> None:
         return None
@@ -170,6 +182,14 @@ class GbrSwarm(Swarm):
     def admission_statistics(self) -> tuple[int, int]:
         """(inbound connections in their handshake, established untrusted inbound ones)."""
         return len(self._handshakes), len(self._untrusted)
+
+    async def listen(self, *multiaddrs: Multiaddr) -> bool:
+        """`Swarm.listen`, then silent TCP connections held in the kernel (fix 2)."""
+        listening = await super().listen(*multiaddrs)
+        for listener in self.listeners.values():
+            for socket_listener in getattr(listener, "listeners", ()):
+                _hold_silent_connections(socket_listener.socket, self.limits)
+        return listening
 
     async def _handle_inbound_connection(self, read_write_closer: Any, maddr: Multiaddr) -> None:
         """Admit, upgrade and watch one inbound TCP connection; return when it closes (fix 1)."""
@@ -287,6 +307,16 @@ class GbrSwarm(Swarm):
     async def notify_closed_stream(self, stream: INetStream) -> None:
         _stamp(stream)
         await super().notify_closed_stream(stream)
+
+
+def _hold_silent_connections(sock: Any, limits: ConnectionLimits) -> None:
+    """Set TCP_DEFER_ACCEPT (where the platform has it) and the backlog on a listening socket."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    defer = getattr(socket, "TCP_DEFER_ACCEPT", None)
+    if defer is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, defer, limits.defer_accept_s)
+    sock.listen(limits.listen_backlog)
 
 
 def _stamp(stream: INetStream) -> None:

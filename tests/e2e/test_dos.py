@@ -221,6 +221,28 @@ async def test_a_trusted_peer_gets_in_while_silent_tcp_sockets_flood_the_node(se
         nursery.cancel_scope.cancel()
 
 
+def _descriptors(served: Served) -> int:
+    return len(os.listdir(f"/proc/{served.server.proc.pid}/fd"))
+
+
+@pytest.mark.parametrize("flood", SILENT_SOURCES)
+async def test_silent_tcp_sockets_hold_no_descriptor_of_the_node_while_they_stay_silent(
+    served, flood
+):
+    """The kernel keeps a connection that has sent nothing (TCP_DEFER_ACCEPT): the node
+    accepts, wraps and upgrades none of them, so it spends nothing on the flood."""
+    sources, per_source = SILENT_SOURCES[flood]
+    before = _descriptors(served)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hold_silent_sockets, tcp_port(served.server.addr), sources, per_source)
+        await trio.sleep(1.5)  # all connected, and within the kernel's hold
+        during = _descriptors(served)
+        await _read_notes(served)
+        nursery.cancel_scope.cancel()
+    print(f"\n{flood}: serve holds {during - before} more descriptors during the flood")
+    assert during - before < 4
+
+
 # --- calls: a caller that goes away frees its slot and stops its command -------------------
 
 

@@ -174,7 +174,8 @@ def _connection(client: P2PHost, server: P2PHost) -> object:
 
 
 async def test_a_silent_socket_is_closed_when_the_handshake_time_limit_runs_out():
-    limits = ConnectionLimits(handshake_timeout_s=0.5)
+    """Accepted once the kernel's 1 s hold ends (TCP_DEFER_ACCEPT), then 0.5 s to speak."""
+    limits = ConnectionLimits(defer_accept_s=1, handshake_timeout_s=0.5)
     async with running_host(limits=limits) as server:
         sock = await silent_socket(tcp_port(server.addrs[0]), "127.0.0.1")
         started = trio.current_time()
@@ -190,7 +191,7 @@ async def test_a_silent_socket_is_closed_when_the_handshake_time_limit_runs_out(
     ids=["one address: per-address bound", "three addresses: total bound"],
 )
 async def test_handshakes_are_bounded_per_address_and_in_total(sources, expected):
-    limits = ConnectionLimits(max_handshakes=6, max_handshakes_per_address=4)
+    limits = ConnectionLimits(defer_accept_s=1, max_handshakes=6, max_handshakes_per_address=4)
     async with running_host(limits=limits) as server:
         port = tcp_port(server.addrs[0])
         socks = [await silent_socket(port, source) for source in sources for _ in range(10)]
