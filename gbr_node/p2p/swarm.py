@@ -21,6 +21,10 @@ notes below describe; everything else is the library's behaviour.
    `untrusted_grace_s` after their handshake; trusted inbound ones after
    `idle_timeout_s` without a stream. Each connection gets a Yamux receive
    budget (yamux_guard.py) and a cap on the inbound streams it may have open.
+   An address in backoff (admission.py, point 4: its untrusted peers found
+   no room) is refused first thing, before the multiaddr, the gate and the
+   upgrade: the socket is reset and its task returns. Its handshakes were
+   what the node spent its CPU on (Noise's X25519 and Ed25519 work, py-spy).
    Suggested upstream changes: release the inbound token when the
    connection closes (wait on the registered SwarmConn's `event_closed`
    instead of `manager.wait_finished()`), and an "intercept secured" hook in
@@ -63,12 +67,14 @@ from __future__ import annotations
 
 import logging
 import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 
 import trio
 from libp2p.abc import IMuxedConn, INetStream
 from libp2p.custom_types import StreamHandlerFn
+from libp2p.io.trio import TrioTCPStream
 from libp2p.network.auto_connector import AutoConnector
 from libp2p.network.connection.raw_connection import RawConnection
 from libp2p.network.connection.swarm_connection import SwarmConn
@@ -77,7 +83,7 @@ from libp2p.network.swarm import Swarm
 from libp2p.peer.id import ID
 from multiaddr import Multiaddr
 
-from gbr_node.p2p.admission import ConnectionLimits, Handshakes
+from gbr_node.p2p.admission import Backoff, ConnectionLimits, Handshakes
 
 __all__ = ["GbrSwarm"]
 
@@ -126,8 +132,7 @@ class _Handshake:
 
     def __init__(self, conn: _HeardConnection) -> None:
         self.conn = conn
-        remote = conn.get_remote_address()
-        self.address = remote[0] if remote else "unknown"
+        self.address = _address_of(conn)
         self.scope = trio.CancelScope()
 
     @property
@@ -161,6 +166,12 @@ class GbrSwarm(Swarm):
             limits.max_handshakes, limits.max_handshakes_per_address
         )
         self._untrusted: set[IMuxedConn] = set()
+        self._backoff = Backoff(
+            limits.backoff_s,
+            limits.max_backoff_s,
+            limits.idle_timeout_s,
+            limits.max_backoff_addresses,
+        )
 
     def _init_connection_management(self) -> None:
         super()._init_connection_management()
@@ -193,6 +204,9 @@ class GbrSwarm(Swarm):
 
     async def _handle_inbound_connection(self, read_write_closer: Any, maddr: Multiaddr) -> None:
         """Admit, upgrade and watch one inbound TCP connection; return when it closes (fix 1)."""
+        if self._backoff.refuses(_address_of(read_write_closer), trio.current_time()):
+            await _reset_quietly(read_write_closer)
+            return
         conn = _HeardConnection(read_write_closer, False)
         handshake = _Handshake(conn)
         gives_way = self._handshakes.admit(handshake)
@@ -231,13 +245,21 @@ class GbrSwarm(Swarm):
         Raises SwarmException (and closes `muxed_conn`) when `max_untrusted`
         untrusted inbound connections are open already.
         """
-        untrusted = direction == "inbound" and not self._is_trusted(muxed_conn.peer_id.to_base58())
+        inbound = direction == "inbound"
+        untrusted = inbound and not self._is_trusted(muxed_conn.peer_id.to_base58())
+        address = _address_of(muxed_conn)
+        if inbound and not untrusted:
+            self._backoff.vouch(address, trio.current_time())
         if untrusted:
             if len(self._untrusted) >= self.limits.max_untrusted:
+                refused_s = self._backoff.offend(address, trio.current_time())
                 log.info(
-                    "refusing untrusted peer %s: %d untrusted connections open",
+                    "refusing untrusted peer %s: %d untrusted connections open; "
+                    "refusing %s for %.0f s",
                     muxed_conn.peer_id,
                     len(self._untrusted),
+                    address,
+                    refused_s,
                 )
                 await _close_quietly(muxed_conn)
                 raise SwarmException("untrusted inbound connections at their limit")
@@ -258,6 +280,7 @@ class GbrSwarm(Swarm):
     async def _watch(self, conn: SwarmConn) -> None:
         """Close `conn` when its grace (untrusted) or its idle time (trusted) runs out."""
         conn._gbr_last_stream_at = trio.current_time()  # type: ignore[attr-defined]  # our mark on py-libp2p's SwarmConn
+        address = _address_of(conn.muxed_conn)
         if conn.muxed_conn in self._untrusted:
             with trio.move_on_after(self.limits.untrusted_grace_s):
                 await conn.event_closed.wait()
@@ -270,6 +293,7 @@ class GbrSwarm(Swarm):
             self._untrusted.discard(conn.muxed_conn)  # trusted since: a hot reload
             conn.muxed_conn.receive_budget = self.limits.trusted_receive_bytes  # type: ignore[attr-defined]  # read by yamux_guard's patch
         await self._close_when_idle(conn)
+        self._backoff.vouch(address, trio.current_time())  # from its last moment on
 
     async def _close_when_idle(self, conn: SwarmConn) -> None:
         idle = self.limits.idle_timeout_s
@@ -319,6 +343,15 @@ def _hold_silent_connections(sock: Any, limits: ConnectionLimits) -> None:
     sock.listen(limits.listen_backlog)
 
 
+def _address_of(conn: Any) -> str:
+    """The remote IP address of a raw, secured or muxed connection ("unknown" when gone)."""
+    try:
+        remote = conn.get_remote_address()
+    except Exception:  # a closed socket has no peer name
+        return "unknown"
+    return str(remote[0]) if remote else "unknown"
+
+
 def _stamp(stream: INetStream) -> None:
     """Note on the stream's connection when it last opened or closed a stream (idle time)."""
     conn = getattr(stream, "swarm_conn", None)
@@ -333,8 +366,14 @@ async def _close_quietly(closer: Any) -> None:
         return
 
 
-async def _reset_quietly(stream: INetStream) -> None:
+async def _reset_quietly(stream: Any) -> None:
+    """Reset a stream, or a TCP connection (SO_LINGER 0: an RST, no TIME_WAIT left here)."""
     try:
-        await stream.reset()
+        if isinstance(stream, TrioTCPStream):
+            sock = stream.stream.socket
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+        else:
+            await stream.reset()
     except Exception:  # already gone
         return

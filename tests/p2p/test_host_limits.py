@@ -69,6 +69,69 @@ async def test_untrusted_connections_past_the_limit_are_refused_and_trusted_ones
             assert await stream.read(64) == b"still served"
 
 
+BACKOFF = ConnectionLimits(max_untrusted=1, untrusted_grace_s=30, backoff_s=1.0, max_backoff_s=2.0)
+
+
+async def _strangers_find_no_room(addr: str, stack: contextlib.AsyncExitStack) -> None:
+    """From 127.0.0.2: one stranger takes the one untrusted slot and stays; three more
+    finish their handshakes and are refused for room (three strikes)."""
+    await stack.enter_async_context(intrude(addr, source="127.0.0.2"))
+    for _ in range(3):
+        async with intrude(addr, source="127.0.0.2") as refused:
+            with trio.fail_after(5):
+                await refused.wait_closed()
+
+
+async def _echo_from(addr: str, keypair, source: str) -> bytes:
+    async with intrude(addr, keypair, source=source) as friend:
+        stream = await friend.open_stream(ECHO)
+        await stream.write(b"in")
+        return await stream.read(64)
+
+
+async def test_an_address_whose_strangers_keep_finding_no_room_is_refused_before_any_handshake():
+    """While its backoff lasts, a connection from that address is reset before Noise
+    starts; a trusted peer from another address gets in meanwhile; then it is let in again."""
+    trusted = create_new_key_pair()
+    trusted_id = ID.from_pubkey(trusted.public_key).to_base58()
+    async with (
+        running_host(
+            is_trusted=_trusting(trusted_id), limits=BACKOFF, close_untrusted=False
+        ) as server,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        addr = server.addrs[0]
+        await _strangers_find_no_room(addr, stack)
+        backed_off = trio.current_time()
+        with trio.fail_after(5), pytest.raises(Exception):  # noqa: B017 - reset at accept
+            async with intrude(addr, source="127.0.0.2"):
+                pass
+        assert await _echo_from(addr, trusted, "127.0.0.3") == b"in"
+        await trio.sleep_until(backed_off + BACKOFF.backoff_s + 0.2)
+        async with intrude(addr, source="127.0.0.2") as again:  # a handshake again
+            with trio.fail_after(5):
+                await again.wait_closed()  # and refused for room, as before
+
+
+async def test_an_address_a_trusted_peer_came_from_is_never_refused_for_its_strangers():
+    """Same host, same NAT: the strangers' handshakes go on rather than lock the peer out."""
+    trusted = create_new_key_pair()
+    trusted_id = ID.from_pubkey(trusted.public_key).to_base58()
+    async with (
+        running_host(
+            is_trusted=_trusting(trusted_id), limits=BACKOFF, close_untrusted=False
+        ) as server,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        addr = server.addrs[0]
+        assert await _echo_from(addr, trusted, "127.0.0.2") == b"in"
+        await _strangers_find_no_room(addr, stack)
+        async with intrude(addr, source="127.0.0.2") as stranger:  # not reset at accept
+            with trio.fail_after(5):
+                await stranger.wait_closed()
+        assert await _echo_from(addr, trusted, "127.0.0.2") == b"in"
+
+
 async def test_an_untrusted_peer_may_open_only_a_few_streams_at_once():
     limits = ConnectionLimits(max_streams_untrusted=2, untrusted_grace_s=30)
     async with running_host(
