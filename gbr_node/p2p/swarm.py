@@ -20,7 +20,8 @@ notes below describe; everything else is the library's behaviour.
    as the handler returns). Untrusted connections are closed
    `untrusted_grace_s` after their handshake; trusted inbound ones after
    `idle_timeout_s` without a stream. Each connection gets a Yamux receive
-   budget (yamux_guard.py) and a cap on the inbound streams it may have open.
+   budget (yamux_guard.py; an untrusted one that goes past it is stalled
+   until its grace ends) and a cap on the inbound streams it may have open.
    An address in backoff (admission.py, point 4: its untrusted peers found
    no room) is refused first thing, before the multiaddr, the gate and the
    upgrade: the socket is reset and its task returns. Its handshakes were
@@ -254,12 +255,10 @@ class GbrSwarm(Swarm):
             if len(self._untrusted) >= self.limits.max_untrusted:
                 refused_s = self._backoff.offend(address, trio.current_time())
                 log.info(
-                    "refusing untrusted peer %s: %d untrusted connections open; "
-                    "refusing %s for %.0f s",
+                    "refusing untrusted peer %s: %d untrusted connections open%s",
                     muxed_conn.peer_id,
                     len(self._untrusted),
-                    address,
-                    refused_s,
+                    f"; refusing {address} for {refused_s:.0f} s" if refused_s else "",
                 )
                 await _close_quietly(muxed_conn)
                 raise SwarmException("untrusted inbound connections at their limit")
@@ -267,6 +266,7 @@ class GbrSwarm(Swarm):
         muxed_conn.receive_budget = (  # type: ignore[attr-defined]  # read by yamux_guard's patch
             self.limits.untrusted_receive_bytes if untrusted else self.limits.trusted_receive_bytes
         )
+        muxed_conn.stall_over_budget = untrusted  # type: ignore[attr-defined]
         try:
             return await super().add_conn(muxed_conn, direction)
         except BaseException:
@@ -292,6 +292,7 @@ class GbrSwarm(Swarm):
                 return
             self._untrusted.discard(conn.muxed_conn)  # trusted since: a hot reload
             conn.muxed_conn.receive_budget = self.limits.trusted_receive_bytes  # type: ignore[attr-defined]  # read by yamux_guard's patch
+            conn.muxed_conn.stall_over_budget = False  # type: ignore[attr-defined]
         await self._close_when_idle(conn)
         self._backoff.vouch(address, trio.current_time())  # from its last moment on
 

@@ -210,6 +210,20 @@ async def test_300_untrusted_connections_never_lock_a_trusted_peer_out(served):
     print(f"\n{crowd.handshakes} untrusted handshakes of {crowd.attempts} attempts")
 
 
+async def test_a_crowd_of_strangers_is_mostly_refused_before_its_handshakes(served):
+    """Once the crowd's 30 addresses have found no room a few times, their attempts are
+    reset at accept, before Noise: the node does far fewer handshakes than they attempt."""
+    crowd = Crowd(served.server.addr, 300)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(crowd.run)
+        await trio.sleep(10)
+        attempts, handshakes = crowd.attempts, crowd.handshakes
+        await _read_notes(served)
+        nursery.cancel_scope.cancel()
+    print(f"\n{handshakes} untrusted handshakes of {attempts} attempts in 10 s")
+    assert handshakes < attempts / 2
+
+
 @pytest.mark.parametrize("flood", SILENT_SOURCES)
 async def test_a_trusted_peer_gets_in_while_silent_tcp_sockets_flood_the_node(served, flood):
     sources, per_source = SILENT_SOURCES[flood]

@@ -156,7 +156,7 @@ async def _echo_forever(stream: Libp2pByteStream, _peer: str) -> None:
 async def test_data_sent_past_the_window_beyond_the_budget_closes_the_connection(trusted):
     """A peer that ignores Yamux flow control cannot make the host buffer without bound."""
     limits = ConnectionLimits(
-        untrusted_receive_bytes=MIB, trusted_receive_bytes=4 * MIB, untrusted_grace_s=30
+        untrusted_receive_bytes=MIB, trusted_receive_bytes=4 * MIB, untrusted_grace_s=2
     )
     keypair = create_new_key_pair()
     peer_id = ID.from_pubkey(keypair.public_key).to_base58()
@@ -173,6 +173,36 @@ async def test_data_sent_past_the_window_beyond_the_budget_closes_the_connection
 
 async def _never_reads(stream: Libp2pByteStream, _peer: str) -> None:
     await trio.sleep_forever()
+
+
+async def test_an_untrusted_peer_past_its_budget_is_stalled_until_its_grace_ends():
+    """Not closed at once (it would reconnect and cost a new handshake): its frames are
+    left unread, the host holding no more than the budget, until the grace closes it."""
+    limits = ConnectionLimits(untrusted_receive_bytes=MIB, untrusted_grace_s=2)
+    async with running_host(
+        is_trusted=lambda _: False, limits=limits, close_untrusted=False
+    ) as server:
+        server.set_stream_handler(BULK, _never_reads, require_trust=False)
+        async with intrude(server.addrs[0]) as intruder, trio.open_nursery() as nursery:
+            started = trio.current_time()
+            stream = await intruder.open_stream(BULK)
+
+            async def flood() -> None:
+                with contextlib.suppress(Exception):  # until the host closes the connection
+                    await intruder.write_past_window(stream, b"y" * (16 * MIB))
+
+            nursery.start_soon(flood)
+            await trio.sleep(1.0)
+            assert not intruder.closed
+            held = [
+                sum(len(b) for b in conn.muxed_conn.stream_buffers.values())
+                for conns in server._swarm.connections.values()
+                for conn in conns
+            ]
+            assert held and max(held) <= MIB
+            with trio.fail_after(5):
+                await intruder.wait_closed()
+            assert trio.current_time() - started >= 1.5
 
 
 async def test_a_multistream_message_over_1024_bytes_ends_the_handshake_at_once():
