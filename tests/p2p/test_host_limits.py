@@ -69,7 +69,8 @@ async def test_untrusted_connections_past_the_limit_are_refused_and_trusted_ones
             assert await stream.read(64) == b"still served"
 
 
-BACKOFF = ConnectionLimits(max_untrusted=1, untrusted_grace_s=30, backoff_s=1.0, max_backoff_s=2.0)
+BACKOFF = ConnectionLimits(max_untrusted=1, untrusted_grace_s=30, backoff_s=3.0, max_backoff_s=6.0)
+"""3 s of backoff: time enough, on a loaded machine, to try a refused address again."""
 
 
 async def _strangers_find_no_room(addr: str, stack: contextlib.AsyncExitStack) -> None:
