@@ -161,11 +161,14 @@ async def _no_stream(intruder: Intruder) -> None:
 
 
 async def _keeps_pinging(intruder: Intruder) -> None:
-    stream = await intruder.open_stream("/ipfs/ping/1.0.0")
-    while True:
-        await stream.write(os.urandom(32))
-        await stream.read(32)
-        await trio.sleep(0.2)
+    """Ping every 0.2 s; the node's closing the connection ends it (wait_closed tells)."""
+    with contextlib.suppress(Exception):
+        stream = await intruder.open_stream("/ipfs/ping/1.0.0")
+        while True:
+            await stream.write(os.urandom(32))
+            await stream.read(32)
+            await trio.sleep(0.2)
+    await trio.sleep_forever()
 
 
 async def _silent_mcp_stream(intruder: Intruder) -> None:
