@@ -19,7 +19,10 @@ Pure: numbers and tables, no sockets, no trio, no libp2p. `GbrSwarm`
    profile): at most `max_untrusted` at once, each closed
    `untrusted_grace_s` after its handshake, whatever it does, with at most
    `max_streams_untrusted` streams and `untrusted_receive_bytes` of unread
-   data. It exists only to be told "unauthorized".
+   data (past that it is no longer read; its TCP receive buffer is fixed at
+   `untrusted_socket_receive_bytes` once it is known untrusted, which Linux
+   doubles, so the kernel holds little more for it). It exists only to be
+   told "unauthorized".
 3. Established, trusted: never counted against the above (room is always
    left for them); closed after `idle_timeout_s` without a stream. One peer
    ID keeps up to `max_connections_per_peer` connections (the processes that
@@ -71,6 +74,7 @@ class ConnectionLimits:
     untrusted_grace_s: float = 3.0
     max_streams_untrusted: int = 2
     untrusted_receive_bytes: int = 2 * YAMUX_WINDOW_BYTES + 128 * 1024
+    untrusted_socket_receive_bytes: int = 64 * 1024
     max_streams_trusted: int = 256
     trusted_receive_bytes: int = 64 * 1024 * 1024
     idle_timeout_s: float = 300.0

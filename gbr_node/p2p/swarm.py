@@ -66,6 +66,7 @@ notes below describe; everything else is the library's behaviour.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
@@ -224,6 +225,8 @@ class GbrSwarm(Swarm):
             with trio.CancelScope(shield=True):
                 await _close_quietly(conn)
             return
+        if muxed in self._untrusted:  # what the kernel may hold for it once it is stalled
+            _limit_receive_buffer(read_write_closer, self.limits.untrusted_socket_receive_bytes)
         for swarm_conn in list(self.connections.get(muxed.peer_id, ())):
             # The swarm registers SwarmConns only (its map is typed as INetConn).
             if isinstance(swarm_conn, SwarmConn) and swarm_conn.muxed_conn is muxed:
@@ -342,6 +345,13 @@ def _hold_silent_connections(sock: Any, limits: ConnectionLimits) -> None:
     if defer is not None:
         sock.setsockopt(socket.IPPROTO_TCP, defer, limits.defer_accept_s)
     sock.listen(limits.listen_backlog)
+
+
+def _limit_receive_buffer(tcp: Any, size: int) -> None:
+    """Fix the kernel receive buffer of a TrioTCPStream at `size` bytes (no autotuning)."""
+    if isinstance(tcp, TrioTCPStream):
+        with contextlib.suppress(OSError):  # already closed
+            tcp.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 
 
 def _address_of(conn: Any) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
+import subprocess
 
 import pytest
 import trio
@@ -176,10 +178,24 @@ async def _never_reads(stream: Libp2pByteStream, _peer: str) -> None:
     await trio.sleep_forever()
 
 
+def _kernel_receive_buffers(port: int) -> list[int]:
+    """The receive buffer sizes (bytes) of the established sockets on local `port`."""
+    out = subprocess.run(
+        ["ss", "-tmnH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [int(size) for size in re.findall(r"\brb(\d+)", out)]
+
+
 async def test_an_untrusted_peer_past_its_budget_is_stalled_until_its_grace_ends():
     """Not closed at once (it would reconnect and cost a new handshake): its frames are
-    left unread, the host holding no more than the budget, until the grace closes it."""
-    limits = ConnectionLimits(untrusted_receive_bytes=MIB, untrusted_grace_s=2)
+    left unread, the host holding no more than the budget, and the kernel no more than
+    the socket's fixed receive buffer (`ss`), until the grace closes it."""
+    limits = ConnectionLimits(
+        untrusted_receive_bytes=MIB, untrusted_socket_receive_bytes=16 * 1024, untrusted_grace_s=2
+    )
     async with running_host(
         is_trusted=lambda _: False, limits=limits, close_untrusted=False
     ) as server:
@@ -201,6 +217,7 @@ async def test_an_untrusted_peer_past_its_budget_is_stalled_until_its_grace_ends
                 for conn in conns
             ]
             assert held and max(held) <= MIB
+            assert max(_kernel_receive_buffers(tcp_port(server.addrs[0]))) <= 2 * 16 * 1024
             with trio.fail_after(5):
                 await intruder.wait_closed()
             assert trio.current_time() - started >= 1.5
