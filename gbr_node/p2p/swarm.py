@@ -21,7 +21,10 @@ notes below describe; everything else is the library's behaviour.
    `untrusted_grace_s` after their handshake; trusted inbound ones after
    `idle_timeout_s` without a stream. Each connection gets a Yamux receive
    budget (yamux_guard.py; an untrusted one that goes past it is stalled
-   until its grace ends) and a cap on the inbound streams it may have open.
+   until its grace ends) and a cap on the inbound streams it may have open;
+   an untrusted one that opens more is stalled too (its budget drops to 0:
+   resetting each of 2,000 streams carrying data, as the stream flood of
+   scripts/bench/flood.py sends them, took the node 68% of a core).
    An address in backoff (admission.py, point 4: its untrusted peers found
    no room) is refused first thing, before the multiaddr, the gate and the
    upgrade: the socket is reset and its task returns. Its handshakes were
@@ -322,6 +325,8 @@ class GbrSwarm(Swarm):
                 else self.limits.max_streams_trusted
             )
             if conn is not None and len(conn.streams) > cap:
+                if stream.muxed_conn in self._untrusted:  # nothing more of it is read
+                    stream.muxed_conn.receive_budget = 0  # type: ignore[attr-defined]
                 await _reset_quietly(stream)
                 return
             await stream_handler(stream)
