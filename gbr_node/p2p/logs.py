@@ -35,7 +35,7 @@ class _Routed(logging.Handler):
         self.target = target
         self.min_level = level
 
-    def handle(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+    def handle(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR and any(
             text in record.getMessage() for text in ROUTINE_ERRORS
         ):
