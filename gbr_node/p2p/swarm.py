@@ -22,7 +22,8 @@ notes below describe; everything else is the library's behaviour.
    `idle_timeout_s` without a stream. Each connection gets a Yamux receive
    budget (yamux_guard.py; an untrusted one that goes past it is stalled
    until its grace ends) and a cap on the inbound streams it may have open;
-   an untrusted one that opens more is stalled too (its budget drops to 0:
+   an untrusted one that keeps opening more (`REFUSED_STREAMS_BEFORE_STALL`
+   refused) is stalled too (its budget drops to 0:
    resetting each of 2,000 streams carrying data, as the stream flood of
    scripts/bench/flood.py sends them, took the node 68% of a core).
    An address in backoff (admission.py, point 4: its untrusted peers found
@@ -93,6 +94,9 @@ from gbr_node.p2p.admission import Backoff, ConnectionLimits, Handshakes
 __all__ = ["GbrSwarm"]
 
 log = logging.getLogger(__name__)
+
+REFUSED_STREAMS_BEFORE_STALL = 16
+"""Streams past its cap an untrusted connection may open (each reset) before it is stalled."""
 
 
 class _NoAutoConnector(AutoConnector):
@@ -325,8 +329,11 @@ class GbrSwarm(Swarm):
                 else self.limits.max_streams_trusted
             )
             if conn is not None and len(conn.streams) > cap:
-                if stream.muxed_conn in self._untrusted:  # nothing more of it is read
-                    stream.muxed_conn.receive_budget = 0  # type: ignore[attr-defined]
+                muxed = stream.muxed_conn
+                refused = muxed.__dict__.get("_gbr_refused_streams", 0) + 1
+                muxed.__dict__["_gbr_refused_streams"] = refused
+                if muxed in self._untrusted and refused > REFUSED_STREAMS_BEFORE_STALL:
+                    muxed.receive_budget = 0  # type: ignore[attr-defined]  # nothing more is read
                 await _reset_quietly(stream)
                 return
             await stream_handler(stream)
