@@ -20,20 +20,40 @@ notes below describe; everything else is the library's behaviour.
    as the handler returns). Untrusted connections are closed
    `untrusted_grace_s` after their handshake; trusted inbound ones after
    `idle_timeout_s` without a stream. Each connection gets a Yamux receive
-   budget (yamux_guard.py) and a cap on the inbound streams it may have open.
+   budget (yamux_guard.py; an untrusted one that goes past it is stalled
+   until its grace ends) and a cap on the inbound streams it may have open;
+   an untrusted one that keeps opening more (`REFUSED_STREAMS_BEFORE_STALL`
+   refused) is stalled too (its budget drops to 0:
+   resetting each of 2,000 streams carrying data, as the stream flood of
+   scripts/bench/flood.py sends them, took the node 68% of a core).
+   An address in backoff (admission.py, point 4: its untrusted peers found
+   no room) is refused first thing, before the multiaddr, the gate and the
+   upgrade: the socket is reset and its task returns. Its handshakes were
+   what the node spent its CPU on (Noise's X25519 and Ed25519 work, py-spy).
    Suggested upstream changes: release the inbound token when the
    connection closes (wait on the registered SwarmConn's `event_closed`
    instead of `manager.wait_finished()`), and an "intercept secured" hook in
    `ConnectionGate` (go-libp2p's `InterceptSecured`) to decide on a peer ID
    before the connection is registered.
 
-2. No auto-connector. The stock `AutoConnector` re-dials, every
+2. Silent sockets wait in the kernel. `listen` sets TCP_DEFER_ACCEPT
+   (`limits.defer_accept_s`) on each TCP listening socket and a listen backlog
+   of `limits.listen_backlog` (py-libp2p listens with 128). A flood of sockets
+   that never send a byte then costs the node nothing: no accept, no task, no
+   handshake slot, no descriptor, whatever address it comes from (the trusted
+   peer's own included); py-spy showed serve spending a whole core accepting,
+   spawning a task for, starting the multistream upgrade of, evicting and
+   closing sockets that reconnected at once. A libp2p dialer sends first, so
+   its connection is accepted as soon as its first bytes arrive. Suggested
+   upstream: both as options of the TCP transport.
+
+3. No auto-connector. The stock `AutoConnector` re-dials, every
    `auto_connect_interval` and after every disconnect, any peer with addresses
    in the peerstore until `low_watermark` connections exist, dead peers
    included. A gbr-node dials only the peers it is asked to dial or that the
    profile trusts (DESIGN.md, security model), so `_NoAutoConnector` never dials.
 
-3. No negative dial cache. After a failed dial the stock swarm refuses to dial
+4. No negative dial cache. After a failed dial the stock swarm refuses to dial
    that peer again for 60 s without trying. Every dial here is an explicit
    request (a user's call, a trusted peer), so it always tries the network.
 
@@ -50,13 +70,17 @@ notes below describe; everything else is the library's behaviour.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 
 import trio
 from libp2p.abc import IMuxedConn, INetStream
 from libp2p.custom_types import StreamHandlerFn
+from libp2p.io.trio import TrioTCPStream
 from libp2p.network.auto_connector import AutoConnector
 from libp2p.network.connection.raw_connection import RawConnection
 from libp2p.network.connection.swarm_connection import SwarmConn
@@ -65,15 +89,18 @@ from libp2p.network.swarm import Swarm
 from libp2p.peer.id import ID
 from multiaddr import Multiaddr
 
-from gbr_node.p2p.admission import ConnectionLimits, Handshakes
+from gbr_node.p2p.admission import Backoff, ConnectionLimits, Handshakes
 
 __all__ = ["GbrSwarm"]
 
 log = logging.getLogger(__name__)
 
+REFUSED_STREAMS_BEFORE_STALL = 16
+"""Streams past its cap an untrusted connection may open (each reset) before it is stalled."""
+
 
 class _NoAutoConnector(AutoConnector):
-    """An AutoConnector that never dials (fix 2 in the module docstring)."""
+    """An AutoConnector that never dials (fix 3 in the module docstring)."""
 
     async def run_background_task(self, nursery: trio.Nursery) -> None:
         return None
@@ -83,7 +110,7 @@ class _NoAutoConnector(AutoConnector):
 
 
 class _NoNegativeCache:
-    """Stands in for `libp2p.network.swarm._NegativePeerCache` (fix 3)."""
+    """Stands in for `libp2p.network.swarm._NegativePeerCache` (fix 4)."""
 
     def mark_failed(self, peer_id: str) -> None:
         return None
@@ -114,8 +141,7 @@ class _Handshake:
 
     def __init__(self, conn: _HeardConnection) -> None:
         self.conn = conn
-        remote = conn.get_remote_address()
-        self.address = remote[0] if remote else "unknown"
+        self.address = _address_of(conn)
         self.scope = trio.CancelScope()
 
     @property
@@ -149,6 +175,12 @@ class GbrSwarm(Swarm):
             limits.max_handshakes, limits.max_handshakes_per_address
         )
         self._untrusted: set[IMuxedConn] = set()
+        self._backoff = Backoff(
+            limits.backoff_s,
+            limits.max_backoff_s,
+            limits.idle_timeout_s,
+            limits.max_backoff_addresses,
+        )
 
     def _init_connection_management(self) -> None:
         super()._init_connection_management()
@@ -171,8 +203,19 @@ class GbrSwarm(Swarm):
         """(inbound connections in their handshake, established untrusted inbound ones)."""
         return len(self._handshakes), len(self._untrusted)
 
+    async def listen(self, *multiaddrs: Multiaddr) -> bool:
+        """`Swarm.listen`, then silent TCP connections held in the kernel (fix 2)."""
+        listening = await super().listen(*multiaddrs)
+        for listener in self.listeners.values():
+            for socket_listener in getattr(listener, "listeners", ()):
+                _hold_silent_connections(socket_listener.socket, self.limits)
+        return listening
+
     async def _handle_inbound_connection(self, read_write_closer: Any, maddr: Multiaddr) -> None:
         """Admit, upgrade and watch one inbound TCP connection; return when it closes (fix 1)."""
+        if self._backoff.refuses(_address_of(read_write_closer), trio.current_time()):
+            await _reset_quietly(read_write_closer)
+            return
         conn = _HeardConnection(read_write_closer, False)
         handshake = _Handshake(conn)
         gives_way = self._handshakes.admit(handshake)
@@ -189,6 +232,8 @@ class GbrSwarm(Swarm):
             with trio.CancelScope(shield=True):
                 await _close_quietly(conn)
             return
+        if muxed in self._untrusted:  # what the kernel may hold for it once it is stalled
+            _limit_receive_buffer(read_write_closer, self.limits.untrusted_socket_receive_bytes)
         for swarm_conn in list(self.connections.get(muxed.peer_id, ())):
             # The swarm registers SwarmConns only (its map is typed as INetConn).
             if isinstance(swarm_conn, SwarmConn) and swarm_conn.muxed_conn is muxed:
@@ -211,13 +256,19 @@ class GbrSwarm(Swarm):
         Raises SwarmException (and closes `muxed_conn`) when `max_untrusted`
         untrusted inbound connections are open already.
         """
-        untrusted = direction == "inbound" and not self._is_trusted(muxed_conn.peer_id.to_base58())
+        inbound = direction == "inbound"
+        untrusted = inbound and not self._is_trusted(muxed_conn.peer_id.to_base58())
+        address = _address_of(muxed_conn)
+        if inbound and not untrusted:
+            self._backoff.vouch(address, trio.current_time())
         if untrusted:
             if len(self._untrusted) >= self.limits.max_untrusted:
+                refused_s = self._backoff.offend(address, trio.current_time())
                 log.info(
-                    "refusing untrusted peer %s: %d untrusted connections open",
+                    "refusing untrusted peer %s: %d untrusted connections open%s",
                     muxed_conn.peer_id,
                     len(self._untrusted),
+                    f"; refusing {address} for {refused_s:.0f} s" if refused_s else "",
                 )
                 await _close_quietly(muxed_conn)
                 raise SwarmException("untrusted inbound connections at their limit")
@@ -225,6 +276,7 @@ class GbrSwarm(Swarm):
         muxed_conn.receive_budget = (  # type: ignore[attr-defined]  # read by yamux_guard's patch
             self.limits.untrusted_receive_bytes if untrusted else self.limits.trusted_receive_bytes
         )
+        muxed_conn.stall_over_budget = untrusted  # type: ignore[attr-defined]
         try:
             return await super().add_conn(muxed_conn, direction)
         except BaseException:
@@ -238,6 +290,7 @@ class GbrSwarm(Swarm):
     async def _watch(self, conn: SwarmConn) -> None:
         """Close `conn` when its grace (untrusted) or its idle time (trusted) runs out."""
         conn._gbr_last_stream_at = trio.current_time()  # type: ignore[attr-defined]  # our mark on py-libp2p's SwarmConn
+        address = _address_of(conn.muxed_conn)
         if conn.muxed_conn in self._untrusted:
             with trio.move_on_after(self.limits.untrusted_grace_s):
                 await conn.event_closed.wait()
@@ -249,7 +302,9 @@ class GbrSwarm(Swarm):
                 return
             self._untrusted.discard(conn.muxed_conn)  # trusted since: a hot reload
             conn.muxed_conn.receive_budget = self.limits.trusted_receive_bytes  # type: ignore[attr-defined]  # read by yamux_guard's patch
+            conn.muxed_conn.stall_over_budget = False  # type: ignore[attr-defined]
         await self._close_when_idle(conn)
+        self._backoff.vouch(address, trio.current_time())  # from its last moment on
 
     async def _close_when_idle(self, conn: SwarmConn) -> None:
         idle = self.limits.idle_timeout_s
@@ -274,6 +329,11 @@ class GbrSwarm(Swarm):
                 else self.limits.max_streams_trusted
             )
             if conn is not None and len(conn.streams) > cap:
+                muxed = stream.muxed_conn
+                refused = muxed.__dict__.get("_gbr_refused_streams", 0) + 1
+                muxed.__dict__["_gbr_refused_streams"] = refused
+                if muxed in self._untrusted and refused > REFUSED_STREAMS_BEFORE_STALL:
+                    muxed.receive_budget = 0  # type: ignore[attr-defined]  # nothing more is read
                 await _reset_quietly(stream)
                 return
             await stream_handler(stream)
@@ -287,6 +347,32 @@ class GbrSwarm(Swarm):
     async def notify_closed_stream(self, stream: INetStream) -> None:
         _stamp(stream)
         await super().notify_closed_stream(stream)
+
+
+def _hold_silent_connections(sock: Any, limits: ConnectionLimits) -> None:
+    """Set TCP_DEFER_ACCEPT (where the platform has it) and the backlog on a listening socket."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    defer = getattr(socket, "TCP_DEFER_ACCEPT", None)
+    if defer is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, defer, limits.defer_accept_s)
+    sock.listen(limits.listen_backlog)
+
+
+def _limit_receive_buffer(tcp: Any, size: int) -> None:
+    """Fix the kernel receive buffer of a TrioTCPStream at `size` bytes (no autotuning)."""
+    if isinstance(tcp, TrioTCPStream):
+        with contextlib.suppress(OSError):  # already closed
+            tcp.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+
+
+def _address_of(conn: Any) -> str:
+    """The remote IP address of a raw, secured or muxed connection ("unknown" when gone)."""
+    try:
+        remote = conn.get_remote_address()
+    except Exception:  # a closed socket has no peer name
+        return "unknown"
+    return str(remote[0]) if remote else "unknown"
 
 
 def _stamp(stream: INetStream) -> None:
@@ -303,8 +389,14 @@ async def _close_quietly(closer: Any) -> None:
         return
 
 
-async def _reset_quietly(stream: INetStream) -> None:
+async def _reset_quietly(stream: Any) -> None:
+    """Reset a stream, or a TCP connection (SO_LINGER 0: an RST, no TIME_WAIT left here)."""
     try:
-        await stream.reset()
+        if isinstance(stream, TrioTCPStream):
+            sock = stream.stream.socket
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+        else:
+            await stream.reset()
     except Exception:  # already gone
         return

@@ -23,7 +23,13 @@ Four patches of `libp2p.stream_muxer.yamux.yamux`, installed process-wide by
    None: no bound) caps what all its streams may hold unread; a DATA frame
    that would go past it closes the connection, as go-yamux does for a
    window violation (`recvWindowExceeded`, GO_AWAY protocol error). The
-   swarm sets the budget per connection (admission.py).
+   swarm sets the budget per connection (admission.py). On a connection with
+   `stall_over_budget` set (the swarm's untrusted ones) such a frame is not
+   read instead, nor is anything after it, until the connection ends (its
+   grace runs out): closing it at once would only let the stranger reconnect
+   and make the node pay a new Noise handshake, as fast as it likes (the
+   stream flood of scripts/bench/flood.py took 85% of a core that way);
+   stalled, it waits on its own TCP window.
    Suggested upstream change: close the session with GO_AWAY(protocol
    error) when a DATA frame exceeds the stream's receive window.
 
@@ -64,6 +70,9 @@ log = logging.getLogger(__name__)
 FRAME_WRITE_LIMIT_S = 10.0
 """Time one Yamux frame (at most 64 KiB + header) may take to reach the socket."""
 
+STALL_RECHECK_S = 0.5
+"""How often a stalled connection checks whether its budget or its stall was lifted."""
+
 _stock_read_data_body = Yamux._read_data_body
 _stock_reset = YamuxStream.reset
 _stock_finalize_stream_locked = Yamux._finalize_stream_locked
@@ -97,10 +106,20 @@ def _unread_bytes(conn: Yamux) -> int:
     return sum(len(buffer) for buffer in conn.stream_buffers.values())
 
 
+def _over_budget(conn: Yamux, length: int) -> bool:
+    budget = getattr(conn, "receive_budget", None)
+    return budget is not None and length + _unread_bytes(conn) > budget
+
+
 async def _read_data_body_within_budget(self: Yamux, length: int) -> bytes:
     """Read a DATA frame's body unless it would take the connection past its budget."""
     budget = getattr(self, "receive_budget", None)
-    if budget is not None and length + _unread_bytes(self) > budget:
+    while _over_budget(self, length) and getattr(self, "stall_over_budget", False):
+        with trio.move_on_after(STALL_RECHECK_S):  # it may have become trusted meanwhile
+            await self.event_shutting_down.wait()
+        if self.event_shutting_down.is_set():
+            raise ReceiveBudgetExceeded(f"{self.peer_id} stalled past its receive budget")
+    if budget is not None and _over_budget(self, length):
         log.info(
             "closing the connection to %s: %d bytes unread with %d more arriving, budget %d",
             self.peer_id,

@@ -161,11 +161,14 @@ async def _no_stream(intruder: Intruder) -> None:
 
 
 async def _keeps_pinging(intruder: Intruder) -> None:
-    stream = await intruder.open_stream("/ipfs/ping/1.0.0")
-    while True:
-        await stream.write(os.urandom(32))
-        await stream.read(32)
-        await trio.sleep(0.2)
+    """Ping every 0.2 s; the node's closing the connection ends it (wait_closed tells)."""
+    with contextlib.suppress(Exception):
+        stream = await intruder.open_stream("/ipfs/ping/1.0.0")
+        while True:
+            await stream.write(os.urandom(32))
+            await stream.read(32)
+            await trio.sleep(0.2)
+    await trio.sleep_forever()
 
 
 async def _silent_mcp_stream(intruder: Intruder) -> None:
@@ -210,6 +213,20 @@ async def test_300_untrusted_connections_never_lock_a_trusted_peer_out(served):
     print(f"\n{crowd.handshakes} untrusted handshakes of {crowd.attempts} attempts")
 
 
+async def test_a_crowd_of_strangers_is_mostly_refused_before_its_handshakes(served):
+    """Once the crowd's 30 addresses have found no room a few times, their attempts are
+    reset at accept, before Noise: the node does far fewer handshakes than they attempt."""
+    crowd = Crowd(served.server.addr, 300)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(crowd.run)
+        await trio.sleep(10)
+        attempts, handshakes = crowd.attempts, crowd.handshakes
+        await _read_notes(served)
+        nursery.cancel_scope.cancel()
+    print(f"\n{handshakes} untrusted handshakes of {attempts} attempts in 10 s")
+    assert handshakes < attempts / 2
+
+
 @pytest.mark.parametrize("flood", SILENT_SOURCES)
 async def test_a_trusted_peer_gets_in_while_silent_tcp_sockets_flood_the_node(served, flood):
     sources, per_source = SILENT_SOURCES[flood]
@@ -219,6 +236,28 @@ async def test_a_trusted_peer_gets_in_while_silent_tcp_sockets_flood_the_node(se
         for _ in range(3):
             await _read_notes(served)
         nursery.cancel_scope.cancel()
+
+
+def _descriptors(served: Served) -> int:
+    return len(os.listdir(f"/proc/{served.server.proc.pid}/fd"))
+
+
+@pytest.mark.parametrize("flood", SILENT_SOURCES)
+async def test_silent_tcp_sockets_hold_no_descriptor_of_the_node_while_they_stay_silent(
+    served, flood
+):
+    """The kernel keeps a connection that has sent nothing (TCP_DEFER_ACCEPT): the node
+    accepts, wraps and upgrades none of them, so it spends nothing on the flood."""
+    sources, per_source = SILENT_SOURCES[flood]
+    before = _descriptors(served)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hold_silent_sockets, tcp_port(served.server.addr), sources, per_source)
+        await trio.sleep(1.5)  # all connected, and within the kernel's hold
+        during = _descriptors(served)
+        await _read_notes(served)
+        nursery.cancel_scope.cancel()
+    print(f"\n{flood}: serve holds {during - before} more descriptors during the flood")
+    assert during - before < 4
 
 
 # --- calls: a caller that goes away frees its slot and stops its command -------------------

@@ -1,4 +1,4 @@
-"""The handshake table and the connection limits, as pure logic (GBR-DOS-01)."""
+"""The handshake table, the backoff table and the connection limits, as pure logic (GBR-DOS-01)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gbr_node.p2p.admission import ConnectionLimits, Handshakes
+from gbr_node.p2p.admission import Backoff, ConnectionLimits, Handshakes
 
 
 @dataclass(eq=False)
@@ -100,3 +100,75 @@ def test_limits_refuse_nonsense_values():
     with pytest.raises(ValueError, match="max_handshakes_per_address"):
         ConnectionLimits(max_handshakes=4, max_handshakes_per_address=5)
     assert ConnectionLimits(untrusted_grace_s=0).untrusted_grace_s == 0
+    with pytest.raises(ValueError, match="backoff_s"):
+        ConnectionLimits(backoff_s=20, max_backoff_s=16)
+
+
+# --- backoff: an address whose strangers keep finding no room is refused for a while ----
+
+
+def backoff(max_addresses: int = 64) -> Backoff:
+    return Backoff(first_s=1.0, max_s=8.0, vouch_s=100.0, max_addresses=max_addresses)
+
+
+def test_the_third_strike_refuses_an_address_and_each_refusal_after_doubles_up_to_the_cap():
+    table = backoff()
+    assert [table.offend("a", t) for t in (0.0, 0.5)] == [0.0, 0.0]
+    assert not table.refuses("a", 0.6)
+    assert table.offend("a", 1.0) == 1.0
+    assert table.refuses("a", 1.5) and not table.refuses("b", 1.5)
+    refused = []
+    now = 2.0
+    for _ in range(5):  # a strike each time the refusal has just ended
+        refused.append(table.offend("a", now))
+        now += refused[-1]
+    assert refused == pytest.approx([2.0, 4.0, 8.0, 8.0, 8.0])
+    assert not table.refuses("a", now)
+
+
+def test_strikes_while_refused_count_once():
+    table = backoff()
+    for t in (0.0, 0.1, 0.2):
+        table.offend("a", t)
+    burst = [table.offend("a", 0.3 + n / 100) for n in range(20)]
+    assert burst[0] == pytest.approx(0.9) and burst[-1] == pytest.approx(0.71)  # until 1.2
+    assert table.offend("a", 1.3) == pytest.approx(2.0)  # doubled once, not twenty times
+
+
+def test_an_address_quiet_for_max_s_starts_afresh():
+    table = backoff()
+    for t in (0.0, 0.1, 0.2):
+        table.offend("a", t)
+    assert table.refuses("a", 1.0)
+    assert not table.refuses("a", 1.2 + 8.0) and len(table) == 0
+    assert table.offend("a", 20.0) == 0.0  # a first strike again
+
+
+def test_a_vouched_address_is_never_refused_until_its_vouch_runs_out():
+    table = backoff()
+    table.vouch("a", 0.0)
+    for t in (1.0, 1.1, 1.2, 1.3):
+        table.offend("a", t)
+    assert not table.refuses("a", 1.4)
+    for t in (100.0, 100.1, 100.2):  # the vouch is over
+        table.offend("a", t)
+    assert table.refuses("a", 100.3)
+
+
+@given(st.lists(st.tuples(st.integers(0, 999), st.booleans()), max_size=300))
+def test_the_tables_never_hold_more_addresses_than_their_bound(steps):
+    table = backoff(max_addresses=16)
+    for now, (address, vouch) in enumerate(steps):
+        if vouch:
+            table.vouch(str(address), now)
+        else:
+            table.offend(str(address), now)
+        table.refuses(str(address), now)
+        assert len(table) <= 2 * 16
+
+
+def test_backoff_refuses_nonsense_values():
+    with pytest.raises(ValueError, match="first_s"):
+        Backoff(first_s=2, max_s=1, vouch_s=1, max_addresses=1)
+    with pytest.raises(ValueError, match="max_addresses"):
+        Backoff(first_s=1, max_s=1, vouch_s=1, max_addresses=0)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
+import subprocess
 
 import pytest
 import trio
@@ -69,6 +71,70 @@ async def test_untrusted_connections_past_the_limit_are_refused_and_trusted_ones
             assert await stream.read(64) == b"still served"
 
 
+BACKOFF = ConnectionLimits(max_untrusted=1, untrusted_grace_s=30, backoff_s=3.0, max_backoff_s=6.0)
+"""3 s of backoff: time enough, on a loaded machine, to try a refused address again."""
+
+
+async def _strangers_find_no_room(addr: str, stack: contextlib.AsyncExitStack) -> None:
+    """From 127.0.0.2: one stranger takes the one untrusted slot and stays; three more
+    finish their handshakes and are refused for room (three strikes)."""
+    await stack.enter_async_context(intrude(addr, source="127.0.0.2"))
+    for _ in range(3):
+        async with intrude(addr, source="127.0.0.2") as refused:
+            with trio.fail_after(5):
+                await refused.wait_closed()
+
+
+async def _echo_from(addr: str, keypair, source: str) -> bytes:
+    async with intrude(addr, keypair, source=source) as friend:
+        stream = await friend.open_stream(ECHO)
+        await stream.write(b"in")
+        return await stream.read(64)
+
+
+async def test_an_address_whose_strangers_keep_finding_no_room_is_refused_before_any_handshake():
+    """While its backoff lasts, a connection from that address is reset before Noise
+    starts; a trusted peer from another address gets in meanwhile; then it is let in again."""
+    trusted = create_new_key_pair()
+    trusted_id = ID.from_pubkey(trusted.public_key).to_base58()
+    async with (
+        running_host(
+            is_trusted=_trusting(trusted_id), limits=BACKOFF, close_untrusted=False
+        ) as server,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        addr = server.addrs[0]
+        await _strangers_find_no_room(addr, stack)
+        backed_off = trio.current_time()
+        with trio.fail_after(5), pytest.raises(Exception):  # noqa: B017 - reset at accept
+            async with intrude(addr, source="127.0.0.2"):
+                pass
+        assert await _echo_from(addr, trusted, "127.0.0.3") == b"in"
+        await trio.sleep_until(backed_off + BACKOFF.backoff_s + 0.2)
+        async with intrude(addr, source="127.0.0.2") as again:  # a handshake again
+            with trio.fail_after(5):
+                await again.wait_closed()  # and refused for room, as before
+
+
+async def test_an_address_a_trusted_peer_came_from_is_never_refused_for_its_strangers():
+    """Same host, same NAT: the strangers' handshakes go on rather than lock the peer out."""
+    trusted = create_new_key_pair()
+    trusted_id = ID.from_pubkey(trusted.public_key).to_base58()
+    async with (
+        running_host(
+            is_trusted=_trusting(trusted_id), limits=BACKOFF, close_untrusted=False
+        ) as server,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        addr = server.addrs[0]
+        assert await _echo_from(addr, trusted, "127.0.0.2") == b"in"
+        await _strangers_find_no_room(addr, stack)
+        async with intrude(addr, source="127.0.0.2") as stranger:  # not reset at accept
+            with trio.fail_after(5):
+                await stranger.wait_closed()
+        assert await _echo_from(addr, trusted, "127.0.0.2") == b"in"
+
+
 async def test_an_untrusted_peer_may_open_only_a_few_streams_at_once():
     limits = ConnectionLimits(max_streams_untrusted=2, untrusted_grace_s=30)
     async with running_host(
@@ -93,7 +159,7 @@ async def _echo_forever(stream: Libp2pByteStream, _peer: str) -> None:
 async def test_data_sent_past_the_window_beyond_the_budget_closes_the_connection(trusted):
     """A peer that ignores Yamux flow control cannot make the host buffer without bound."""
     limits = ConnectionLimits(
-        untrusted_receive_bytes=MIB, trusted_receive_bytes=4 * MIB, untrusted_grace_s=30
+        untrusted_receive_bytes=MIB, trusted_receive_bytes=4 * MIB, untrusted_grace_s=2
     )
     keypair = create_new_key_pair()
     peer_id = ID.from_pubkey(keypair.public_key).to_base58()
@@ -110,6 +176,51 @@ async def test_data_sent_past_the_window_beyond_the_budget_closes_the_connection
 
 async def _never_reads(stream: Libp2pByteStream, _peer: str) -> None:
     await trio.sleep_forever()
+
+
+def _kernel_receive_buffers(port: int) -> list[int]:
+    """The receive buffer sizes (bytes) of the established sockets on local `port`."""
+    out = subprocess.run(
+        ["ss", "-tmnH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [int(size) for size in re.findall(r"\brb(\d+)", out)]
+
+
+async def test_an_untrusted_peer_past_its_budget_is_stalled_until_its_grace_ends():
+    """Not closed at once (it would reconnect and cost a new handshake): its frames are
+    left unread, the host holding no more than the budget, and the kernel no more than
+    the socket's fixed receive buffer (`ss`), until the grace closes it."""
+    limits = ConnectionLimits(
+        untrusted_receive_bytes=MIB, untrusted_socket_receive_bytes=16 * 1024, untrusted_grace_s=2
+    )
+    async with running_host(
+        is_trusted=lambda _: False, limits=limits, close_untrusted=False
+    ) as server:
+        server.set_stream_handler(BULK, _never_reads, require_trust=False)
+        async with intrude(server.addrs[0]) as intruder, trio.open_nursery() as nursery:
+            started = trio.current_time()
+            stream = await intruder.open_stream(BULK)
+
+            async def flood() -> None:
+                with contextlib.suppress(Exception):  # until the host closes the connection
+                    await intruder.write_past_window(stream, b"y" * (16 * MIB))
+
+            nursery.start_soon(flood)
+            await trio.sleep(1.0)
+            assert not intruder.closed
+            held = [
+                sum(len(b) for b in conn.muxed_conn.stream_buffers.values())
+                for conns in server._swarm.connections.values()
+                for conn in conns
+            ]
+            assert held and max(held) <= MIB
+            assert max(_kernel_receive_buffers(tcp_port(server.addrs[0]))) <= 2 * 16 * 1024
+            with trio.fail_after(5):
+                await intruder.wait_closed()
+            assert trio.current_time() - started >= 1.5
 
 
 async def test_a_multistream_message_over_1024_bytes_ends_the_handshake_at_once():
@@ -174,7 +285,8 @@ def _connection(client: P2PHost, server: P2PHost) -> object:
 
 
 async def test_a_silent_socket_is_closed_when_the_handshake_time_limit_runs_out():
-    limits = ConnectionLimits(handshake_timeout_s=0.5)
+    """Accepted once the kernel's 1 s hold ends (TCP_DEFER_ACCEPT), then 0.5 s to speak."""
+    limits = ConnectionLimits(defer_accept_s=1, handshake_timeout_s=0.5)
     async with running_host(limits=limits) as server:
         sock = await silent_socket(tcp_port(server.addrs[0]), "127.0.0.1")
         started = trio.current_time()
@@ -190,7 +302,7 @@ async def test_a_silent_socket_is_closed_when_the_handshake_time_limit_runs_out(
     ids=["one address: per-address bound", "three addresses: total bound"],
 )
 async def test_handshakes_are_bounded_per_address_and_in_total(sources, expected):
-    limits = ConnectionLimits(max_handshakes=6, max_handshakes_per_address=4)
+    limits = ConnectionLimits(defer_accept_s=1, max_handshakes=6, max_handshakes_per_address=4)
     async with running_host(limits=limits) as server:
         port = tcp_port(server.addrs[0])
         socks = [await silent_socket(port, source) for source in sources for _ in range(10)]

@@ -149,3 +149,26 @@ def test_libp2p_records_sent_through_the_root_logger_are_diverted():
 
     assert [r.getMessage() for r in handler.records] == [f"from {libp2p_file}"]
     assert [r.getMessage() for r in root_handler.records] == [f"from {__file__}"]
+
+
+def test_a_peer_that_reset_its_connection_is_logged_as_info_not_as_an_error():
+    """py-libp2p's Yamux logs ERROR when a peer hangs up while we write (issue 13:
+    a normal event is not an error); other errors still come through."""
+    handler = ListHandler()
+    yamux = logging.getLogger("libp2p.stream_muxer.yamux.yamux")
+    try:
+        route_libp2p_logs(handler, logging.INFO)
+        yamux.error(
+            "Error in handle_incoming for peer 12D3Koo: ConnectionClosedError: "
+            "TCP connection reset by remote peer: [Errno 32] Broken pipe"
+        )
+        yamux.error("Error in handle_incoming for peer 12D3Koo: ValueError: bad frame")
+        route_libp2p_logs(handler)  # at WARNING: the routine one is left out
+        yamux.error("Error ...: TCP connection reset by remote peer: [Errno 104]")
+    finally:
+        route_libp2p_logs(None)
+
+    assert [(r.levelname, r.getMessage()[-16:]) for r in handler.records] == [
+        ("INFO", "[Errno 32] Broken pipe"[-16:]),
+        ("ERROR", "ValueError: bad frame"[-16:]),
+    ]
