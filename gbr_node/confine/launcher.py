@@ -12,7 +12,10 @@ does what the plan says, in this order, and stops at the first failure without
 running the command (fail closed):
 
     L, the launcher (forked by the zygote; for the common plan, namespaces
-    without network, a spare L is forked ahead of time and already waits in I):
+    without network, a spare L is forked ahead of time and already waits in I,
+    its new root already built as a recent common plan's was, one spare for each
+    of the last `SPARES` roots: a plan whose mounts are the same, over the same
+    files, skips the mounts, see `_Spare`):
       namespaces mode: unshare(user, mount, pid, ipc[, net]), map our uid/gid,
       fork -> I, pid 1 of the new pid namespace:
         private propagation, a tmpfs new root, the plan's mounts (bind mounts
@@ -76,6 +79,8 @@ PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 SECCOMP_SET_MODE_FILTER = 1
 O_PATH = getattr(os, "O_PATH", 0o10000000)
 MAX_FD = 1 << 20
+SPARES = 3  # warm launchers kept, one per recent new root (run_command's, the checks')
+HAND_OVER_TIMEOUT_S = 5.0  # a spare's I answers at once; it may be descheduled under load
 
 
 class SetupError(Exception):
@@ -352,14 +357,20 @@ def _kill_leftovers() -> None:
             return
 
 
-def _init(plan: dict[str, Any], entered: bool = False) -> None:
+def _init(
+    plan: dict[str, Any], entered: bool = False, built: tuple[Any, ...] | None = None
+) -> None:
     """I: finish confinement, run C, reap until C exits, report. Never returns.
     `entered`: a warm I, whose namespaces were made before the plan came (it must
-    then be a namespaces plan without network)."""
+    then be a namespaces plan without network); `built`: the `_root_of` the new
+    root it stands in already (the plan's must be the same)."""
     try:
         if entered and (not plan["namespaces"] or plan["network"]):
             raise SetupError("a warm launcher got a plan it was not made for")
-        if plan["namespaces"]:
+        if built is not None:
+            if _root_of(plan) != built:
+                raise SetupError("a warm launcher's new root is not the plan's")
+        elif plan["namespaces"]:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the launcher")
             _build_root(plan)
         else:
@@ -460,10 +471,33 @@ def _start_child(fds: list[int], zygote: int) -> None:
     os._exit(125)
 
 
-def _start_spare(sock: socket.socket, zygote: int) -> None:
+def _root_of(plan: dict) -> tuple:
+    """What a new root is built from: `_build_root` reads these keys alone."""
+    return plan["new_root"], plan["empty"], plan["mounts"]
+
+
+def _sources(root: tuple) -> tuple | None:
+    """(device, inode) of every bind mount's source of `root` (a `_root_of`), as the
+    zygote sees them now; None when one is missing."""
+    try:
+        return tuple(os.lstat(op[1])[1:3] for op in root[2] if op[0] == "bind")
+    except OSError:
+        return None
+
+
+def _mount_count() -> int:
+    with open("/proc/self/mountinfo", "rb") as table:
+        return table.read().count(b"\n")
+
+
+def _start_spare(sock: socket.socket, zygote: int, root: tuple) -> None:
     """A warm L, forked ahead of its request: it enters the namespaces of the
-    common plan (no network) and forks I, which waits on `sock` for the request
-    and then runs it as `_init` would. Exits 125 when namespaces fail here."""
+    common plan (no network) and forks I, which builds `root` (a `_root_of`),
+    waits on `sock` for the request and then runs it as `_init`
+    would. Before taking it, I answers `k`, or `r` when a mount of its root is
+    gone (the kernel detaches a mount whose file was replaced outside): then it
+    exits and the zygote starts the request cold. Exits 125 when namespaces or
+    the mounts fail here."""
     try:
         _as_child(zygote)
         os.closerange(3, sock.fileno())
@@ -472,11 +506,17 @@ def _start_spare(sock: socket.socket, zygote: int) -> None:
         init = os.fork()
         if init == 0:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the launcher")
+            _build_root(dict(zip(("new_root", "empty", "mounts"), root, strict=True)))
+            mounts = _mount_count()
             message, fds, _, _ = socket.recv_fds(sock, 16, 5)
             if not message:
                 os._exit(0)
+            if _mount_count() != mounts:
+                sock.send(b"r")
+                os._exit(0)
+            sock.send(b"k")
             sock.close()
-            _init(_adopt(fds), entered=True)
+            _init(_adopt(fds), entered=True, built=root)
         sock.close()
         os.waitpid(init, 0)
         os._exit(0)
@@ -487,25 +527,49 @@ def _start_spare(sock: socket.socket, zygote: int) -> None:
 
 
 class _Spare:
-    """The zygote's warm launcher: L's pid and the socket its I waits on."""
+    """The zygote's warm launcher: L's pid, the socket its I waits on, and the new
+    root it built (`root`, a `_root_of`) over which files (`sources`): it fits a
+    plan whose root is the same over the same files."""
 
-    def __init__(self, zygote: int) -> None:
+    def __init__(self, zygote: int, root: tuple) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.root, self.sources = root, _sources(root)
         self.pid = os.fork()
         if self.pid == 0:
-            _start_spare(theirs, zygote)
+            _start_spare(theirs, zygote, root)
         theirs.close()
         self.sock = ours
 
+    def fits(self, root: tuple) -> bool:
+        """True when this spare may run a common plan whose root is `root`."""
+        return root == self.root and self.sources is not None and _sources(root) == self.sources
+
     def hand_over(self, fds: list[int]) -> bool:
-        """Give the request to the spare's I; False when it is gone."""
+        """Give the request to the spare's I; False when it is gone or its root
+        changed (then it exits without touching the request)."""
         try:
             socket.send_fds(self.sock, [b"S"], fds)
-            return True
+            self.sock.settimeout(HAND_OVER_TIMEOUT_S)
+            return self.sock.recv(1) == b"k"
         except OSError:
             return False
         finally:
             self.sock.close()
+
+    def discard(self) -> None:
+        """Kill the spare unused."""
+        self.sock.close()
+        _kill(self.pid)
+
+
+def _peek_root(fds: list[int]) -> tuple | None:
+    """The `_root_of` the request's plan (its memfd, `fds[0]`, read without moving its
+    offset); None when it cannot be read (the launcher taking it reports why)."""
+    try:
+        size = os.fstat(fds[0]).st_size
+        return _root_of(marshal.loads(os.pread(fds[0], size, 0)))
+    except (IndexError, OSError, ValueError, EOFError, TypeError, KeyError):
+        return None
 
 
 def _reap(live: set[int]) -> None:
@@ -541,7 +605,7 @@ def serve(control_fd: int) -> None:
     selector.register(wake_r, selectors.EVENT_READ)
     control.send(b"H" + struct.pack("=i", landlock_abi()))
     zygote = os.getpid()
-    spare: _Spare | None = None
+    spares: dict[bytes, _Spare] = {}  # by marshal.dumps(root), oldest first
     misses = 0  # spares that died unused: after 3, namespaces do not work here
     running = True
     while running:
@@ -562,12 +626,16 @@ def serve(control_fd: int) -> None:
                 running = False
                 break
             pid = 0
-            if message == b"Sn" and spare is not None:
-                if spare.pid in live and spare.hand_over(fds):
+            root = _peek_root(fds) if message == b"Sn" else None
+            key = None if root is None else marshal.dumps(root)
+            spare = None if key is None else spares.pop(key, None)
+            if spare is not None:
+                if spare.pid not in live:
+                    misses += 1
+                elif spare.fits(root) and spare.hand_over(fds):
                     pid, misses = spare.pid, 0
                 else:
-                    misses += 1
-                spare = None
+                    spare.discard()
             if not pid:
                 pid = os.fork()
                 if pid == 0:
@@ -580,9 +648,11 @@ def serve(control_fd: int) -> None:
                 socket.send_fds(control, [b"P" + struct.pack("=i", pid)], [pidfd])
             finally:
                 os.close(pidfd)
-            if message == b"Sn" and misses < 3 and spare is None:
-                spare = _Spare(zygote)
-                live.add(spare.pid)
+            if key is not None and misses < 3:
+                spares[key] = _Spare(zygote, root)
+                live.add(spares[key].pid)
+                while len(spares) > SPARES:
+                    spares.pop(next(iter(spares))).discard()
     for pid in live:
         _kill(pid)
     _kill_leftovers()
