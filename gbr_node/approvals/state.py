@@ -171,7 +171,7 @@ class Approval:
     rejection; `error`: of a failure; `settled_at`: when it became applied,
     failed or rejected. `last_seq`: seq of its latest event. `format_note` /
     `check_note`: what format on save and the write check said of an applied
-    write ("" if nothing); `checking`: its check has not reported yet.
+    write ("" if nothing, or not yet).
     """
 
     id: int
@@ -196,7 +196,6 @@ class Approval:
     last_seq: int = 0
     format_note: str = ""
     check_note: str = ""
-    checking: bool = False
 
     @property
     def settled(self) -> bool:
@@ -245,9 +244,9 @@ def transition(approval: Approval | None, event: Event) -> Approval:
     elif isinstance(event, Failed):
         changes["error"] = event.error
     elif isinstance(event, Applied):
-        changes.update(format_note=event.note, checking=event.checking)
+        changes["format_note"] = event.note
     elif isinstance(event, Checked):
-        changes.update(check_note=event.note, checking=False)
+        changes["check_note"] = event.note
         return dataclasses.replace(approval, **changes)
     if after in SETTLED:
         changes["settled_at"] = event.at
