@@ -431,3 +431,40 @@ def test_an_approved_one_line_edit_of_an_unformatted_file_is_not_restyled(
     assert (project / "app.py").read_bytes() == original.replace("x=1", "x=2").encode()
     assert "not formatted: the file was not formatted before this change" in approve.stdout
     assert "check ruff ok" in approve.stdout
+
+
+def test_a_peers_approved_write_is_formatted_and_the_peer_learns_the_check_outcome(tmp_path):
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    server_id, alice = Identity(keys / "server.key"), Identity(keys / "alice.key")
+    root = tmp_path / "served"
+    root.mkdir()
+    profile = write_serving_profile(
+        root, {"alice": (alice.peer_id, ["write_file", "approval_status"])}, extra=RUFF_CHECKS
+    )
+    protect_app_py(root)
+    assert "app.py" in profile.read_text()
+    server = ServeProcess(root, tmp_path / "home-server", server_id)
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    try:
+
+        def call(tool: str, arguments: dict) -> str:
+            done = gbr_call(
+                caller, tmp_path / "home-alice", alice, server.addr, tool, json.dumps(arguments)
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            return done.stdout
+
+        asked = call("write_file", {"path": "app.py", "content": UGLY_UNUSED})
+        assert "pending approval #1" in asked
+        approve = gbr(root, "approvals", "approve", "1", home=tmp_path / "home-server")
+        assert approve.returncode == 0, approve.stdout + approve.stderr
+        assert (root / "app.py").read_text() == ruff_format(UGLY_UNUSED)
+        told = call("approval_status", {"approval_id": 1})
+        assert "approved and applied" in told
+        assert "[reformatted by formatter ruff" in told
+        assert "[check ruff: 1 new error after this change; fix it:]" in told
+        assert "app.py:1:8: F401" in told
+    finally:
+        server.stop()
