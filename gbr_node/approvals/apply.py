@@ -50,10 +50,10 @@ from gbr_node.checks.plan import FormatOutcome
 from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
-from gbr_node.tools.files import SaveChecks
 
 if TYPE_CHECKING:
     from gbr_node.approvals.log import ApprovalLog
+    from gbr_node.tools.files import SaveChecks
 
 MOVED_ELSEWHERE = "the path resolves elsewhere than when the change was requested"
 TEXT_TOOLS = ("write_file", "edit_file")

@@ -16,7 +16,7 @@ import os
 import pathlib
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gbr_node.approvals.apply import (
     Conflict,
@@ -32,7 +32,9 @@ from gbr_node.checks.diagnostics import diagnostics_text, plural
 from gbr_node.checks.verdict import Verdict
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
-from gbr_node.tools.files import SaveChecks
+
+if TYPE_CHECKING:
+    from gbr_node.tools.files import SaveChecks
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 Editor = Callable[..., str | None]
