@@ -627,12 +627,12 @@ def serve(control_fd: int) -> None:
                 break
             pid = 0
             root = _peek_root(fds) if message == b"Sn" else None
-            key = None if root is None else marshal.dumps(root)
-            spare = None if key is None else spares.pop(key, None)
+            shape = None if root is None else marshal.dumps(root)
+            spare = None if shape is None else spares.pop(shape, None)
             if spare is not None:
                 if spare.pid not in live:
                     misses += 1
-                elif spare.fits(root) and spare.hand_over(fds):
+                elif root is not None and spare.fits(root) and spare.hand_over(fds):
                     pid, misses = spare.pid, 0
                 else:
                     spare.discard()
@@ -648,9 +648,9 @@ def serve(control_fd: int) -> None:
                 socket.send_fds(control, [b"P" + struct.pack("=i", pid)], [pidfd])
             finally:
                 os.close(pidfd)
-            if key is not None and misses < 3:
-                spares[key] = _Spare(zygote, root)
-                live.add(spares[key].pid)
+            if root is not None and shape is not None and misses < 3:
+                spares[shape] = _Spare(zygote, root)
+                live.add(spares[shape].pid)
                 while len(spares) > SPARES:
                     spares.pop(next(iter(spares))).discard()
     for pid in live:
