@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from gbr_node.checks.runner import CheckRunner
 
 from gbr_node.approvals import ApprovalLog, Settled, approve_and_apply, default_path
 from gbr_node.approvals import desk as desk_module
@@ -19,7 +20,6 @@ from gbr_node.approvals.apply import apply
 from gbr_node.approvals.desk import ApprovalDesk
 from gbr_node.approvals.log import _SCHEMA, _TABLE
 from gbr_node.approvals.state import Applied, outcome_text
-from gbr_node.checks.runner import CheckRunner
 from gbr_node.config.profile import Profile
 from gbr_node.sandbox import Sandbox
 
