@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
     broken, for actions that touch files) and ApprovalLogError."""
     import functools
 
-    from gbr_node.checks.runner import CheckRunner
     from gbr_node.config.loader import build_sandbox, find_project_dir, load_profile
+    from gbr_node.tools.checkrunner import CheckRunner
 
     project = pathlib.Path(args.project).resolve() if args.project else None
     project_dir = project or find_project_dir(pathlib.Path.cwd())

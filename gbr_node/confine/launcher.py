@@ -471,12 +471,12 @@ def _start_child(fds: list[int], zygote: int) -> None:
     os._exit(125)
 
 
-def _root_of(plan: dict) -> tuple:
+def _root_of(plan: dict[str, Any]) -> tuple[Any, ...]:
     """What a new root is built from: `_build_root` reads these keys alone."""
     return plan["new_root"], plan["empty"], plan["mounts"]
 
 
-def _sources(root: tuple) -> tuple | None:
+def _sources(root: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """(device, inode) of every bind mount's source of `root` (a `_root_of`), as the
     zygote sees them now; None when one is missing."""
     try:
@@ -490,7 +490,7 @@ def _mount_count() -> int:
         return table.read().count(b"\n")
 
 
-def _start_spare(sock: socket.socket, zygote: int, root: tuple | None) -> None:
+def _start_spare(sock: socket.socket, zygote: int, root: tuple[Any, ...] | None) -> None:
     """A warm L, forked ahead of its request: it enters the namespaces of the
     common plan (no network) and forks I, which builds `root` (a `_root_of`;
     None: none, I builds the request's), says `b` (built), waits on `sock` for
@@ -534,7 +534,7 @@ class _Spare:
     (`sources`): it fits a plan whose root is the same over the same files (a
     spare without a root fits any common plan)."""
 
-    def __init__(self, zygote: int, root: tuple | None) -> None:
+    def __init__(self, zygote: int, root: tuple[Any, ...] | None) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.root, self.sources = root, None if root is None else _sources(root)
         self.built = False
@@ -554,7 +554,7 @@ class _Spare:
                 return False
         return self.built
 
-    def fits(self, root: tuple) -> bool:
+    def fits(self, root: tuple[Any, ...]) -> bool:
         """True when this spare may run a common plan whose root is `root`."""
         if self.root is None:
             return True
@@ -600,7 +600,7 @@ class _Spares:
         self._blank: _Spare | None = None
         self.misses = 0  # spares that died unused: after 3, namespaces do not work here
 
-    def take(self, root: tuple, fds: list[int]) -> int:
+    def take(self, root: tuple[Any, ...], fds: list[int]) -> int:
         """The pid of the warm launcher that took the request `fds` for `root`; 0 when
         none did (start it cold). A built spare still building is left for later."""
         shape = marshal.dumps(root)
@@ -622,7 +622,7 @@ class _Spares:
             return blank.pid
         return 0
 
-    def replenish(self, root: tuple) -> None:
+    def replenish(self, root: tuple[Any, ...]) -> None:
         """Start the spares missing after a request for `root`."""
         if self.misses >= 3:
             return
@@ -634,13 +634,13 @@ class _Spares:
             while len(self._built) > SPARES:
                 self._built.pop(next(iter(self._built))).discard()
 
-    def _start(self, root: tuple | None) -> _Spare:
+    def _start(self, root: tuple[Any, ...] | None) -> _Spare:
         spare = _Spare(self._zygote, root)
         self._live.add(spare.pid)
         return spare
 
 
-def _peek_root(fds: list[int]) -> tuple | None:
+def _peek_root(fds: list[int]) -> tuple[Any, ...] | None:
     """The `_root_of` the request's plan (its memfd, `fds[0]`, read without moving its
     offset); None when it cannot be read (the launcher taking it reports why)."""
     try:

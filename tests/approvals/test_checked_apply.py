@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import trio
-from gbr_node.checks.runner import CheckRunner
 
 from gbr_node.approvals import ApprovalLog, Settled, approve_and_apply, default_path
 from gbr_node.approvals import desk as desk_module
@@ -22,6 +21,7 @@ from gbr_node.approvals.log import _SCHEMA, _TABLE
 from gbr_node.approvals.state import Applied, outcome_text
 from gbr_node.config.profile import Profile
 from gbr_node.sandbox import Sandbox
+from gbr_node.tools.checkrunner import CheckRunner
 
 RUFF = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
 UGLY = "import os\nx=1\n"
