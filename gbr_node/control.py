@@ -123,7 +123,11 @@ class Node:
     def __init__(self, loaded: LoadedProfile) -> None:
         self.approvals = ApprovalLog(default_path(loaded.project_dir))
         self.desk = ApprovalDesk(
-            self.approvals, lambda: self.sandbox, self._announce_approval, self._approval_settled
+            self.approvals,
+            lambda: self.sandbox,
+            self._announce_approval,
+            self._approval_settled,
+            checks=self.save_checks,
         )
         self.undelivered: dict[str, list[Approval]] = {}
         self._rejected_here: set[int] = set()  # its /reject already said so
@@ -165,7 +169,7 @@ class Node:
             extra=self.desk.status_tools(loaded.profile.tools),
             library=self.library,
             checks=checks if loaded.profile.checks else None,
-        )
+        )  # as save_checks(), for the profile being put in force
         self.loaded, self.sandbox, self.checks = loaded, sandbox, checks
         self.registry = NodeTools(registry, self.mounts)
         self.mounts.apply(loaded.profile.mcp_servers, loaded.root)
@@ -342,6 +346,11 @@ class Node:
                 await self.host.drop_untrusted()
             self.notice(reload_notice(previous.name, message))
 
+    def save_checks(self) -> CheckRunner | None:
+        """The formatters and checks writes go through (None: the profile has no
+        `[checks]`), for approved writes too (issue 17)."""
+        return self.checks if self.loaded.profile.checks else None
+
     def check_specs(self) -> tuple[CheckSpec, ...]:
         """The check sets in force, for the agent's machine (UNW-AI-01)."""
         return self.checks.specs()
@@ -425,7 +434,9 @@ class Node:
                 return f"/{name} needs an approval number, e.g. /{name} 3"
             ns.id = int(words[0].lstrip("#"))
         out = io.StringIO()
-        status = approvals_cli.main(self.loaded.project_dir, lambda: self.sandbox, ns, out=out)
+        status = approvals_cli.main(
+            self.loaded.project_dir, lambda: self.sandbox, ns, out=out, checks=self.save_checks
+        )
         if name == "reject" and status == approvals_cli.EXIT_OK:
             self._rejected_here.add(ns.id)
         return out.getvalue().rstrip()

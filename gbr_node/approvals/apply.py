@@ -20,6 +20,17 @@ Nothing is written unless the approval is `approved`, i.e. an `Approved` or
 differs from the one the approval was made against, nothing is written and a
 `Conflict` is returned; `approve_and_apply(force=True)` re-approves against
 the current content.
+
+Format and check on approval (UBQ-DEV-02, UNW-AI-01; issue 17): a protected
+write's content is formatted only once approved, like any write (`checks`:
+the profile's `CheckRunner`): the formatter runs on the approved (or edited)
+content, when the file is new or was formatted before; the check's baseline
+is taken then, before the write. Both run before the log's write lock is
+taken (`prepare`). `Applied` says what the formatter did (`note`) and, when a
+check covers the file, `checking`; the check runs once `Applied` is committed
+and its outcome is recorded as `Checked`, which the running node passes on to
+the requester. A crash after writing formatted text is recognised on the next
+`apply` by the formatted text's fingerprint.
 """
 
 from __future__ import annotations
@@ -28,28 +39,55 @@ import hashlib
 import os
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from gbr_node.approvals.review import unified_diff
-from gbr_node.approvals.state import Applied, Approval, Failed, InvalidDecision
+from gbr_node.approvals.state import Applied, Approval, Checked, Failed, InvalidDecision
+from gbr_node.checks.plan import FormatOutcome
+from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from gbr_node.approvals.log import ApprovalLog
+    from gbr_node.tools.files import SaveChecks
 
 MOVED_ELSEWHERE = "the path resolves elsewhere than when the change was requested"
+TEXT_TOOLS = ("write_file", "edit_file")
 
 
 @dataclass(frozen=True)
 class Settled:
     """The approval is final: `approval.status` is applied, failed or rejected.
-    `now` is True if this call recorded it, False if it already was."""
+    `now` is True if this call recorded it, False if it already was. For a
+    write this call applied: `formatted`, what format on save did (None: no
+    formatter ran), and `verdicts`, the write check's (empty: none ran)."""
 
     approval: Approval
     now: bool = False
+    formatted: FormatOutcome | None = None
+    verdicts: tuple[Verdict, ...] = ()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Format and baseline of an approved write, made before the write lock.
+
+    `seen`: the path's fingerprint they were made against; `content`: the
+    approved text they are for; `formatted`: the formatter's outcome; `fresh`:
+    `seen` was the base to apply against (else `formatted` only serves to
+    recognise a crash after a formatted write); `after`: runs the check once
+    written and judges it against the baseline (None: no check covers it).
+    """
+
+    seen: str | None
+    content: str
+    formatted: FormatOutcome
+    fresh: bool
+    after: Callable[[], Sequence[Verdict]] | None
 
 
 @dataclass(frozen=True)
@@ -140,35 +178,99 @@ def pending_diff(approval: Approval, sandbox: Sandbox) -> list[str]:
     return unified_diff(_text_or_none(path), approval.content, approval.path)
 
 
-def apply(log: ApprovalLog, approval_id: int, sandbox: Sandbox, *, by: str) -> ApplyOutcome:
+def prepare(
+    approval: Approval,
+    sandbox: Sandbox,
+    checks: SaveChecks | None,
+    *,
+    content: str | None = None,
+    base: str | None | bool = False,
+) -> Prepared | None:
+    """Format `content` (default: the approval's) as the file it will replace
+    allows, and take the check's baseline (issue 17). `base`: the fingerprint
+    it will be applied against (default: the approval's `base_hash`). None for
+    a delete or move, without checks, or when the file holds that text
+    already. Blocking (runs the formatter and the baseline check); raises as
+    `current_hash`."""
+    text = approval.content if content is None else content
+    if checks is None or approval.tool not in TEXT_TOOLS or text is None:
+        return None
+    path = _checked(approval, sandbox, approval.path)
+    seen = fingerprint(path)
+    if seen == text_hash(text):
+        return None
+    expected = approval.base_hash if base is False else base
+    if seen != expected:
+        return Prepared(seen, text, checks.format(approval.path, None, text), False, None)
+    before = None
+    if seen is not None:
+        # a file that is not text (None) is never formatted: NUL is no formatter's output
+        before = _text_or_none(path)
+        before = "\x00" if before is None else before
+    formatted = checks.format(approval.path, before, text)
+    return Prepared(seen, text, formatted, True, checks.peer_check(approval.path))
+
+
+def apply(
+    log: ApprovalLog,
+    approval_id: int,
+    sandbox: Sandbox,
+    *,
+    by: str,
+    checks: SaveChecks | None = None,
+    prepared: Prepared | None = None,
+) -> ApplyOutcome:
     """Perform approved change `approval_id` under `sandbox`, at most once, and
     record `Applied` (or `Failed` when the sandbox refuses or the OS fails:
     the ToolError/SecurityViolation message becomes the event's error).
 
-    Returns `Settled(now=True)` when this call recorded the outcome,
-    `Settled(now=False)` when it was already settled (applied, failed or
-    rejected), `Conflict` when the path changed since the approval (nothing
-    written or recorded). Raises
-    UnknownApproval, InvalidDecision if still pending, ApprovalLogError.
-    Blocking: holds the log's write lock while the disk changes.
+    With `checks` a write is formatted and checked (see the module's text):
+    `prepared` is `prepare`'s work when the caller did it already, else it is
+    done here. Returns `Settled(now=True)` when this call recorded the
+    outcome, `Settled(now=False)` when it was already settled (applied, failed
+    or rejected), `Conflict` when the path changed since the approval (nothing
+    written or recorded). Raises UnknownApproval, InvalidDecision if still
+    pending, ApprovalLogError. Blocking: holds the log's write lock while the
+    disk changes, and runs the check after.
     """
+    if prepared is None and checks is not None:
+        current = log.get(approval_id)
+        if current.status == "approved":
+            prepared = prepare(current, sandbox, checks)
     with log.transaction() as tx:
         approval = tx.approval(approval_id)
         if approval.settled:
             return Settled(approval)
         if approval.status != "approved":
             raise InvalidDecision(approval_id, approval.status, "Applied", ": decide it first")
+        usable = prepared if prepared and prepared.content == approval.content else None
+        formatted = after = None
         try:
-            if not _already_done(approval, sandbox):
+            done_as = usable.formatted.content if usable else None
+            if not _already_done(approval, sandbox, done_as):
                 conflict = find_conflict(approval, sandbox)
                 if conflict is not None:
                     return conflict
-                _perform(approval, sandbox)
+                if usable and usable.fresh and usable.seen == approval.base_hash:
+                    formatted, after = usable.formatted, usable.after
+                _perform(approval, sandbox, formatted.content if formatted else None)
         except (ToolError, SecurityViolation) as exc:
             failed = Failed(approval_id=approval_id, at=time.time(), by=by, error=str(exc))
             return Settled(tx.append(failed, approval), now=True)
-        applied = Applied(approval_id=approval_id, at=time.time(), by=by)
-        return Settled(tx.append(applied, approval), now=True)
+        note = format_note(formatted, approval.content or "") if formatted else ""
+        applied = Applied(
+            approval_id=approval_id, at=time.time(), by=by, note=note, checking=after is not None
+        )
+        settled = tx.append(applied, approval)
+    if after is None:
+        return Settled(settled, now=True, formatted=formatted)
+    verdicts = tuple(after())
+    checked = Checked(
+        approval_id=approval_id, at=time.time(), by=by, note="\n".join(v.note() for v in verdicts)
+    )
+    with log.transaction() as tx:
+        settled = tx.append(checked, tx.approval(approval_id))
+    return Settled(settled, now=True, formatted=formatted, verdicts=verdicts)
 
 
 def approve_and_apply(
@@ -179,19 +281,28 @@ def approve_and_apply(
     by: str,
     force: bool = False,
     content: str | None = None,
+    checks: SaveChecks | None = None,
 ) -> ApplyOutcome:
     """The operator's "approve" (or "edit", when `content` is given): check for
     a conflict and record `Approved`/`Edited` (one transaction, so a racing
     applier's write is never mistaken for a conflict), then `apply`.
 
-    On a conflict without `force`, nothing is recorded and the `Conflict` is
-    returned (the approval stays as it was); with `force` the current
-    fingerprint becomes the base (issue 6, "Conflicts"). A settled approval
-    is returned as `Settled`, so two terminals approving the same id both
-    learn the one outcome. Raises UnknownApproval, InvalidDecision (an edit of
-    a delete or move), ApprovalLogError; SecurityViolation/ToolError if the
-    path cannot be checked.
+    With `checks`, the approved text is formatted and its baseline taken
+    before the decision is recorded (so the node, which applies decisions it
+    sees, rarely races this call to it). On a conflict without `force`,
+    nothing is recorded and the `Conflict` is returned (the approval stays as
+    it was); with `force` the current fingerprint becomes the base (issue 6,
+    "Conflicts"). A settled approval is returned as `Settled`, so two
+    terminals approving the same id both learn the one outcome. Raises
+    UnknownApproval, InvalidDecision (an edit of a delete or move),
+    ApprovalLogError; SecurityViolation/ToolError if the path cannot be checked.
     """
+    prepared = None
+    if checks is not None:
+        pending = log.get(approval_id)
+        if not pending.settled:
+            base = current_hash(pending, sandbox) if force else pending.base_hash
+            prepared = prepare(pending, sandbox, checks, content=content, base=base)
     with log.transaction() as tx:
         approval = tx.approval(approval_id)
         if approval.settled:
@@ -200,7 +311,7 @@ def approve_and_apply(
         if now != approval.base_hash and not force and not _already_done(approval, sandbox):
             return Conflict(approval, approval.base_hash, now, pending_diff(approval, sandbox))
         tx.decide(approval, by=by, force=force, current_hash=now, content=content)
-    return apply(log, approval_id, sandbox, by=by)
+    return apply(log, approval_id, sandbox, by=by, checks=checks, prepared=prepared)
 
 
 def _checked(approval: Approval, sandbox: Sandbox, relative: str) -> Path:
@@ -219,21 +330,26 @@ def _destination(approval: Approval) -> str:
     return destination
 
 
-def _already_done(approval: Approval, sandbox: Sandbox) -> bool:
+def _already_done(approval: Approval, sandbox: Sandbox, formatted: str | None = None) -> bool:
     """True if the change is on disk already (a crash after the change and
-    before `Applied` was committed, or someone made the same change)."""
+    before `Applied` was committed, or someone made the same change): for a
+    write, the file holds its content, or its `formatted` text."""
     path = _checked(approval, sandbox, approval.path)
     if approval.tool == "delete_path":
         return not os.path.lexists(path)
     if approval.tool == "move_path":
         destination = _checked(approval, sandbox, _destination(approval))
         return not os.path.lexists(path) and fingerprint(destination) == approval.base_hash
-    return approval.content is not None and fingerprint(path) == text_hash(approval.content)
+    if approval.content is None:
+        return False
+    written = {text_hash(text) for text in (approval.content, formatted) if text is not None}
+    return fingerprint(path) in written
 
 
-def _perform(approval: Approval, sandbox: Sandbox) -> None:
-    """Make the change. Raises ToolError (OS failure, existing move
-    destination) or SecurityViolation (a symlink planted on the way)."""
+def _perform(approval: Approval, sandbox: Sandbox, text: str | None = None) -> None:
+    """Make the change (a write writes `text`, by default the approved content).
+    Raises ToolError (OS failure, existing move destination) or
+    SecurityViolation (a symlink planted on the way)."""
     path = _checked(approval, sandbox, approval.path)
     try:
         if approval.tool == "move_path":
@@ -248,7 +364,7 @@ def _perform(approval: Approval, sandbox: Sandbox) -> None:
             else:
                 os.unlink(path)
         elif approval.content is not None:
-            sandbox.write_atomic(path, approval.content.encode("utf-8"))
+            sandbox.write_atomic(path, (approval.content if text is None else text).encode("utf-8"))
         else:
             raise ToolError(f"approval #{approval.id}: {approval.tool} has no content to write")
     except OSError as exc:

@@ -16,7 +16,7 @@ import os
 import pathlib
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gbr_node.approvals.apply import (
     Conflict,
@@ -28,8 +28,13 @@ from gbr_node.approvals.apply import (
 from gbr_node.approvals.log import ApprovalLog, default_path
 from gbr_node.approvals.review import colour_diff, edit_in_editor
 from gbr_node.approvals.state import Approval, InvalidDecision, UnknownApproval
+from gbr_node.checks.diagnostics import diagnostics_text, plural
+from gbr_node.checks.verdict import Verdict
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
+
+if TYPE_CHECKING:
+    from gbr_node.tools.files import SaveChecks
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 Editor = Callable[..., str | None]
@@ -85,16 +90,22 @@ def run(args: argparse.Namespace) -> int:
     """Run the parsed `approvals` command; `args.project` / `args.env` pick the
     project and profile as for every command. Raises ProfileError (profile
     broken, for actions that touch files) and ApprovalLogError."""
+    import functools
+
     from gbr_node.config.loader import build_sandbox, find_project_dir, load_profile
+    from gbr_node.tools.checkrunner import CheckRunner
 
     project = pathlib.Path(args.project).resolve() if args.project else None
     project_dir = project or find_project_dir(pathlib.Path.cwd())
 
-    def sandbox() -> Sandbox:
+    @functools.cache
+    def rules() -> tuple[Sandbox, SaveChecks | None]:
         loaded = load_profile(project_dir, args.env or os.environ.get("GBR_ENV") or "default")
-        return build_sandbox(loaded)
+        sandbox = build_sandbox(loaded)
+        checks = CheckRunner.of_profile(loaded.profile, sandbox) if loaded.profile.checks else None
+        return sandbox, checks
 
-    return main(project_dir, sandbox, args)
+    return main(project_dir, lambda: rules()[0], args, checks=lambda: rules()[1])
 
 
 def main(
@@ -104,10 +115,13 @@ def main(
     *,
     out: TextIO | None = None,
     editor: Editor = edit_in_editor,
+    checks: Callable[[], SaveChecks | None] = lambda: None,
 ) -> int:
     """Do `args.approvals_action` on `project_dir`'s log, printing to `out`
     (default stdout; colours only on a terminal without NO_COLOR). `sandbox`
-    is called only by actions that read or change files. Returns the exit status."""
+    is called only by actions that read or change files, `checks` (the
+    profile's formatters and checks, issue 17) only by approve and edit.
+    Returns the exit status."""
     out = out or sys.stdout
     colour = out.isatty() and "NO_COLOR" not in os.environ
     path = default_path(project_dir)
@@ -128,9 +142,20 @@ def main(
             if action == "show":
                 return show(log, sandbox(), args.id, out=out, colour=colour)
             if action == "approve":
-                outcome = approve_and_apply(log, args.id, sandbox(), by=by, force=args.force)
+                outcome = approve_and_apply(
+                    log, args.id, sandbox(), by=by, force=args.force, checks=checks()
+                )
                 return report(outcome, out=out, colour=colour)
-            return edit(log, sandbox(), args.id, by=by, force=args.force, out=out, editor=editor)
+            return edit(
+                log,
+                sandbox(),
+                args.id,
+                by=by,
+                force=args.force,
+                out=out,
+                editor=editor,
+                checks=checks(),
+            )
         except UnknownApproval as exc:
             print(str(exc), file=out)
             return EXIT_USAGE
@@ -192,10 +217,12 @@ def edit(
     force: bool,
     out: TextIO,
     editor: Editor,
+    checks: SaveChecks | None = None,
 ) -> int:
-    """Open `editor` on the proposed content; apply the edited text (EVD-DEV-02).
-    A conflict is reported before the editor opens; an editor that fails or
-    changes nothing leaves the approval as it was."""
+    """Open `editor` on the proposed content; apply the edited text (EVD-DEV-02),
+    formatted and checked with `checks` (issue 17). A conflict is reported
+    before the editor opens; an editor that fails or changes nothing leaves
+    the approval as it was."""
     a = log.get(approval_id)
     if a.settled:
         return report(Settled(a), out=out, colour=False)
@@ -209,7 +236,9 @@ def edit(
     if edited is None:
         print(f"the editor made no change; approval #{a.id} is left {a.status}", file=out)
         return EXIT_FAILED
-    outcome = approve_and_apply(log, approval_id, sandbox, by=by, force=force, content=edited)
+    outcome = approve_and_apply(
+        log, approval_id, sandbox, by=by, force=force, content=edited, checks=checks
+    )
     return report(outcome, out=out, colour=False)
 
 
@@ -233,10 +262,38 @@ def report(outcome: Conflict | Settled, *, out: TextIO, colour: bool) -> int:
     already = "" if outcome.now else "already "
     if a.status == "applied":
         print(f"approval #{a.id} {already}applied: {a.tool} {a.path}", file=out)
+        for line in write_check_lines(outcome):
+            print(line, file=out)
         return EXIT_OK
     detail = f": {a.error}" if a.error else (f": {a.reason}" if a.reason else "")
     print(f"approval #{a.id} {already}{a.status}{detail}", file=out)
     return EXIT_FAILED
+
+
+def write_check_lines(outcome: Settled) -> list[str]:
+    """What format on save and the write check did to an applied write, for the
+    person who approved it (issue 17): one line for the formatter, one per
+    check set, and the new errors as short lines (file:line: message)."""
+    lines = []
+    formatted = outcome.formatted
+    if formatted is not None and formatted.status == "formatted":
+        lines.append(f"  reformatted by formatter {formatted.name}")
+    elif formatted is not None and formatted.status in ("skipped", "failed"):
+        lines.append(f"  not formatted: {formatted.reason}; written as given")
+    for verdict in outcome.verdicts:
+        lines += _verdict_lines(verdict)
+    return lines
+
+
+def _verdict_lines(verdict: Verdict) -> list[str]:
+    if verdict.timed_out is not None or verdict.not_run is not None:
+        return [f"  {verdict.status_line(0, 0, exhausted=False)}"]
+    if not verdict.failing:
+        older = f" ({plural(verdict.before, 'older error')} remain)" if verdict.before else ""
+        return [f"  check {verdict.name} ok{older}"]
+    head = f"  check {verdict.name}: {plural(len(verdict.new), 'new error')}"
+    body = diagnostics_text(verdict.new).splitlines()
+    return [head + ":", *(f"    {line}" for line in body)]
 
 
 def _who(a: Approval) -> str:

@@ -10,12 +10,17 @@
 - Telling: `run` polls the log (every `POLL_INTERVAL_S`), announces new
   requests, applies decisions that no one applied yet (exactly once, see
   `apply.py`), and hands every settled approval to `on_settled` — the node
-  tells the local agent or notifies the remote requester.
+  tells the local agent or notifies the remote requester. An applied write
+  whose check is still running (`Applied.checking`, issue 17) is handed on
+  once its `Checked` event is in, so the requester learns the check's
+  outcome with it; after `CHECK_REPORT_WAIT_S` without one (the applying
+  process died), without it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -27,6 +32,7 @@ from gbr_node.approvals.state import (
     Applied,
     Approval,
     Approved,
+    Checked,
     Event,
     Failed,
     PendingApproval,
@@ -38,9 +44,13 @@ from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, GbrError, ToolError
 from gbr_node.sandbox import Sandbox
 from gbr_node.tools.base import Params, Tool
+from gbr_node.tools.files import SaveChecks
 from gbr_node.tools.registry import CALLER, ToolResult
 
 POLL_INTERVAL_S = 0.25
+CHECK_REPORT_WAIT_S = 120.0
+"""How long (seconds) an applied write's requester waits for its check's outcome
+before being told without it (the process that applied it died mid-check)."""
 WRITING_TOOLS = ("write_file", "edit_file", "move_path", "delete_path")
 LOCAL = "local"
 log = logging.getLogger("gbr_node.approvals")
@@ -61,8 +71,10 @@ class ApprovalDesk:
         on_new: called with each new pending approval (announce it).
         on_settled: awaited with each approval that became applied, failed
             or rejected while the node runs (tell the requester).
-    Both are used only by `run`; a desk that never runs (as in `gbr-node
-    tool`) needs neither.
+        checks: returns the formatters and checks in force (None: none); the
+            decisions the desk applies are formatted and checked with them.
+    All are used only by `run`; a desk that never runs (as in `gbr-node
+    tool`) needs none.
     """
 
     def __init__(
@@ -71,12 +83,16 @@ class ApprovalDesk:
         sandbox: Callable[[], Sandbox],
         on_new: Callable[[Approval], None] = lambda approval: None,
         on_settled: Callable[[Approval], Awaitable[None]] | None = None,
+        *,
+        checks: Callable[[], SaveChecks | None] = lambda: None,
     ) -> None:
         self.log = approvals
         self._sandbox = sandbox
         self._on_new = on_new
         self._on_settled = on_settled or _ignore
+        self._checks = checks
         self._seq = 0
+        self._checking: dict[int, float] = {}  # approval id -> when to stop waiting
 
     def on_approval(self, exc: ApprovalRequired) -> ToolResult:
         """Registry hook (runs in the tool's worker thread): log the request, answer "pending"."""
@@ -164,6 +180,10 @@ class ApprovalDesk:
                 await self._handle(event)
             except GbrError as exc:
                 log.warning("approval #%s: %s", event.approval_id, exc)
+        overdue = [n for n, deadline in self._checking.items() if deadline <= time.monotonic()]
+        for approval_id in overdue:
+            del self._checking[approval_id]
+            await self._on_settled(await trio.to_thread.run_sync(self.log.get, approval_id))
 
     async def _handle(self, event: Event) -> None:
         approval_id = event.approval_id
@@ -173,12 +193,16 @@ class ApprovalDesk:
             current = await trio.to_thread.run_sync(self.log.get, approval_id)
             if current.status == "approved":
                 await self._apply(approval_id)
-        elif isinstance(event, Applied | Failed | Rejected):
+        elif isinstance(event, Applied) and event.checking:
+            self._checking[approval_id] = time.monotonic() + CHECK_REPORT_WAIT_S
+        elif isinstance(event, Checked) and self._checking.pop(approval_id, None) is None:
+            return  # told already, without it (or applied before the node started)
+        elif isinstance(event, Applied | Checked | Failed | Rejected):
             await self._on_settled(await trio.to_thread.run_sync(self.log.get, approval_id))
 
     async def _apply(self, approval_id: int) -> None:
         await trio.to_thread.run_sync(
-            lambda: apply(self.log, approval_id, self._sandbox(), by="node")
+            lambda: apply(self.log, approval_id, self._sandbox(), by="node", checks=self._checks())
         )
 
 

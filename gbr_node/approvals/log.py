@@ -41,21 +41,26 @@ from gbr_node.approvals.state import (
 )
 from gbr_node.errors import ApprovalRequired, GbrError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: issue 6's events; 2: adds `Checked` (issue 17). A version-1 log is rebuilt
+as version 2 on open (SQLite cannot change a CHECK constraint in place)."""
 DEFAULT_BUSY_TIMEOUT_S = 10.0
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS events (
+_TABLE = """CREATE TABLE IF NOT EXISTS {name} (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         approval_id INTEGER NOT NULL CHECK (approval_id > 0),
         kind TEXT NOT NULL CHECK (kind IN
-            ('PendingApproval', 'Approved', 'Edited', 'Rejected', 'Applied', 'Failed')),
+            ('PendingApproval', 'Approved', 'Edited', 'Rejected', 'Applied', 'Checked', 'Failed')),
         at REAL NOT NULL,
-        body TEXT NOT NULL)""",
+        body TEXT NOT NULL)"""
+_SCHEMA = (
+    _TABLE.format(name="events"),
     "CREATE INDEX IF NOT EXISTS events_by_approval ON events (approval_id, seq)",
     """CREATE UNIQUE INDEX IF NOT EXISTS one_request
         ON events (approval_id) WHERE kind = 'PendingApproval'""",
     """CREATE UNIQUE INDEX IF NOT EXISTS one_settlement
         ON events (approval_id) WHERE kind IN ('Applied', 'Failed')""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS one_check
+        ON events (approval_id) WHERE kind = 'Checked'""",
     """CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
         BEGIN SELECT RAISE(ABORT, 'the approval log is append-only'); END""",
     """CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
@@ -314,6 +319,11 @@ class ApprovalLog:
             if version > SCHEMA_VERSION:
                 newer = f"schema version {version} is newer than this node knows"
                 raise ApprovalLogError(newer, str(self.path))
+            if version == 1:  # the same rows in a table that also takes `Checked`
+                self._conn.execute(_TABLE.format(name="events_v2"))
+                self._conn.execute("INSERT INTO events_v2 SELECT * FROM events")
+                self._conn.execute("DROP TABLE events")
+                self._conn.execute("ALTER TABLE events_v2 RENAME TO events")
             for statement in _SCHEMA:
                 self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -9,6 +9,7 @@ fold of its events through one transition table, `TRANSITIONS`:
                                                  conflict, issue 6 "Conflicts")
     approved    Rejected         -> rejected    Applied  -> applied
     approved    Failed           -> failed
+    applied     Checked          -> applied     (the write check's outcome, issue 17)
 
 Any other pair raises `InvalidDecision`: the writer checks each new event
 against the same table under the database's write lock, so the stored log
@@ -111,9 +112,22 @@ class Rejected(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Applied(Event):
-    """The change is on disk; `by` names the process that made it."""
+    """The change is on disk; `by` names the process that made it. `note`: what
+    format on save did to an approved write, for the requester ("" if nothing);
+    `checking`: a write check runs now and its `Checked` event follows (issue 17)."""
 
     by: str
+    note: str = ""
+    checking: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checked(Event):
+    """The write check after an applied write ended (UNW-AI-01): `note` tells the
+    requester its outcome (new errors as short lines); `by` as for `Applied`."""
+
+    by: str
+    note: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,7 +139,8 @@ class Failed(Event):
 
 
 KINDS: dict[str, type[Event]] = {
-    cls.__name__: cls for cls in (PendingApproval, Approved, Edited, Rejected, Applied, Failed)
+    cls.__name__: cls
+    for cls in (PendingApproval, Approved, Edited, Rejected, Applied, Checked, Failed)
 }
 _BASE_FIELDS = frozenset(f.name for f in dataclasses.fields(Event))
 
@@ -140,6 +155,7 @@ TRANSITIONS: dict[tuple[str | None, str], Status] = {
     ("approved", "Rejected"): "rejected",
     ("approved", "Applied"): "applied",
     ("approved", "Failed"): "failed",
+    ("applied", "Checked"): "applied",
 }
 
 
@@ -153,7 +169,9 @@ class Approval:
     applying checks against (differs after a forced approval). `decided_by`
     / `decided_at` (seconds): last Approved/Edited/Rejected. `reason`: of a
     rejection; `error`: of a failure; `settled_at`: when it became applied,
-    failed or rejected. `last_seq`: seq of its latest event.
+    failed or rejected. `last_seq`: seq of its latest event. `format_note` /
+    `check_note`: what format on save and the write check said of an applied
+    write ("" if nothing, or not yet).
     """
 
     id: int
@@ -176,6 +194,8 @@ class Approval:
     error: str | None = None
     settled_at: float | None = None
     last_seq: int = 0
+    format_note: str = ""
+    check_note: str = ""
 
     @property
     def settled(self) -> bool:
@@ -223,6 +243,11 @@ def transition(approval: Approval | None, event: Event) -> Approval:
         changes.update(decided_by=event.by, decided_at=event.at, reason=event.reason)
     elif isinstance(event, Failed):
         changes["error"] = event.error
+    elif isinstance(event, Applied):
+        changes["format_note"] = event.note
+    elif isinstance(event, Checked):
+        changes["check_note"] = event.note
+        return dataclasses.replace(approval, **changes)
     if after in SETTLED:
         changes["settled_at"] = event.at
     return dataclasses.replace(approval, **changes)
@@ -265,11 +290,12 @@ def outcome_text(approval: Approval) -> str:
     written). Raises ValueError if the approval is not settled."""
     what = f"{approval.tool} on {approval.path} (approval #{approval.id})"
     if approval.status == "applied":
+        notes = "".join(f"\n{n}" for n in (approval.format_note, approval.check_note) if n)
         if approval.edited:
             return f"{what} was approved with edits by the operator; written content:\n" + (
-                approval.content or ""
+                (approval.content or "") + notes
             )
-        return f"{what} was approved and applied."
+        return f"{what} was approved and applied." + notes
     if approval.status == "rejected":
         return f"{what} was rejected by the operator" + (
             f": {approval.reason}" if approval.reason else "."

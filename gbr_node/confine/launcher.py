@@ -12,7 +12,10 @@ does what the plan says, in this order, and stops at the first failure without
 running the command (fail closed):
 
     L, the launcher (forked by the zygote; for the common plan, namespaces
-    without network, a spare L is forked ahead of time and already waits in I):
+    without network, a spare L is forked ahead of time and already waits in I;
+    one more per recent root (`SPARES`) has that new root built already: a plan
+    whose mounts are the same, over the same files, skips the mounts, see
+    `_Spares`):
       namespaces mode: unshare(user, mount, pid, ipc[, net]), map our uid/gid,
       fork -> I, pid 1 of the new pid namespace:
         private propagation, a tmpfs new root, the plan's mounts (bind mounts
@@ -76,6 +79,8 @@ PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 SECCOMP_SET_MODE_FILTER = 1
 O_PATH = getattr(os, "O_PATH", 0o10000000)
 MAX_FD = 1 << 20
+SPARES = 3  # warm launchers kept, one per recent new root (run_command's, the checks')
+HAND_OVER_TIMEOUT_S = 5.0  # a spare's I answers at once; it may be descheduled under load
 
 
 class SetupError(Exception):
@@ -352,14 +357,20 @@ def _kill_leftovers() -> None:
             return
 
 
-def _init(plan: dict[str, Any], entered: bool = False) -> None:
+def _init(
+    plan: dict[str, Any], entered: bool = False, built: tuple[Any, ...] | None = None
+) -> None:
     """I: finish confinement, run C, reap until C exits, report. Never returns.
     `entered`: a warm I, whose namespaces were made before the plan came (it must
-    then be a namespaces plan without network)."""
+    then be a namespaces plan without network); `built`: the `_root_of` the new
+    root it stands in already (the plan's must be the same)."""
     try:
         if entered and (not plan["namespaces"] or plan["network"]):
             raise SetupError("a warm launcher got a plan it was not made for")
-        if plan["namespaces"]:
+        if built is not None:
+            if _root_of(plan) != built:
+                raise SetupError("a warm launcher's new root is not the plan's")
+        elif plan["namespaces"]:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the launcher")
             _build_root(plan)
         else:
@@ -460,10 +471,33 @@ def _start_child(fds: list[int], zygote: int) -> None:
     os._exit(125)
 
 
-def _start_spare(sock: socket.socket, zygote: int) -> None:
+def _root_of(plan: dict[str, Any]) -> tuple[Any, ...]:
+    """What a new root is built from: `_build_root` reads these keys alone."""
+    return plan["new_root"], plan["empty"], plan["mounts"]
+
+
+def _sources(root: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """(device, inode) of every bind mount's source of `root` (a `_root_of`), as the
+    zygote sees them now; None when one is missing."""
+    try:
+        return tuple(os.lstat(op[1])[1:3] for op in root[2] if op[0] == "bind")
+    except OSError:
+        return None
+
+
+def _mount_count() -> int:
+    with open("/proc/self/mountinfo", "rb") as table:
+        return table.read().count(b"\n")
+
+
+def _start_spare(sock: socket.socket, zygote: int, root: tuple[Any, ...] | None) -> None:
     """A warm L, forked ahead of its request: it enters the namespaces of the
-    common plan (no network) and forks I, which waits on `sock` for the request
-    and then runs it as `_init` would. Exits 125 when namespaces fail here."""
+    common plan (no network) and forks I, which builds `root` (a `_root_of`;
+    None: none, I builds the request's), says `b` (built), waits on `sock` for
+    the request and then runs it as `_init` would. Before taking it, I answers
+    `k`, or `r` when a mount of its root is gone (the kernel detaches a mount
+    whose file was replaced outside): then it exits and the zygote starts the
+    request otherwise. Exits 125 when namespaces or the mounts fail here."""
     try:
         _as_child(zygote)
         os.closerange(3, sock.fileno())
@@ -472,11 +506,19 @@ def _start_spare(sock: socket.socket, zygote: int) -> None:
         init = os.fork()
         if init == 0:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "die with the launcher")
+            if root is not None:
+                _build_root(dict(zip(("new_root", "empty", "mounts"), root, strict=True)))
+                mounts = _mount_count()
+            sock.send(b"b")
             message, fds, _, _ = socket.recv_fds(sock, 16, 5)
             if not message:
                 os._exit(0)
+            if root is not None and _mount_count() != mounts:
+                sock.send(b"r")
+                os._exit(0)
+            sock.send(b"k")
             sock.close()
-            _init(_adopt(fds), entered=True)
+            _init(_adopt(fds), entered=True, built=root)
         sock.close()
         os.waitpid(init, 0)
         os._exit(0)
@@ -487,25 +529,125 @@ def _start_spare(sock: socket.socket, zygote: int) -> None:
 
 
 class _Spare:
-    """The zygote's warm launcher: L's pid and the socket its I waits on."""
+    """The zygote's warm launcher: L's pid, the socket its I waits on, and the new
+    root it built (`root`, a `_root_of`; None: none) over which files
+    (`sources`): it fits a plan whose root is the same over the same files (a
+    spare without a root fits any common plan)."""
 
-    def __init__(self, zygote: int) -> None:
+    def __init__(self, zygote: int, root: tuple[Any, ...] | None) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.root, self.sources = root, None if root is None else _sources(root)
+        self.built = False
         self.pid = os.fork()
         if self.pid == 0:
-            _start_spare(theirs, zygote)
+            _start_spare(theirs, zygote, root)
         theirs.close()
         self.sock = ours
 
+    def ready(self) -> bool:
+        """True once its I has built the root (a request never waits for a build:
+        it is started cold meanwhile)."""
+        if not self.built:
+            try:
+                self.built = self.sock.recv(1, socket.MSG_DONTWAIT) == b"b"
+            except OSError:  # BlockingIOError: still building
+                return False
+        return self.built
+
+    def fits(self, root: tuple[Any, ...]) -> bool:
+        """True when this spare may run a common plan whose root is `root`."""
+        if self.root is None:
+            return True
+        return root == self.root and self.sources is not None and _sources(root) == self.sources
+
     def hand_over(self, fds: list[int]) -> bool:
-        """Give the request to the spare's I; False when it is gone."""
+        """Give the request to the spare's I; False when it is gone or its root
+        changed (it exits without touching the request: it answers `k` before it
+        starts anything). An I too slow to answer within `HAND_OVER_TIMEOUT_S`
+        keeps the request (True): starting it elsewhere too could run it twice."""
         try:
             socket.send_fds(self.sock, [b"S"], fds)
+        except OSError:
+            self.sock.close()
+            return False
+        try:
+            self.sock.settimeout(HAND_OVER_TIMEOUT_S)
+            answer = self.sock.recv(1)
+            if answer == b"b":  # built, said before the request came
+                answer = self.sock.recv(1)
+            return answer == b"k"
+        except TimeoutError:
             return True
         except OSError:
             return False
         finally:
             self.sock.close()
+
+    def discard(self) -> None:
+        """Kill the spare unused."""
+        self.sock.close()
+        _kill(self.pid)
+
+
+class _Spares:
+    """The zygote's warm launchers for common plans: one without a root (it fits
+    any: what a request gets when no built one is ready) and one built for each
+    of the last `SPARES` roots. `live` is the zygote's set of children's pids."""
+
+    def __init__(self, zygote: int, live: set[int]) -> None:
+        self._zygote, self._live = zygote, live
+        self._built: dict[bytes, _Spare] = {}  # by marshal.dumps(root), oldest first
+        self._blank: _Spare | None = None
+        self.misses = 0  # spares that died unused: after 3, namespaces do not work here
+
+    def take(self, root: tuple[Any, ...], fds: list[int]) -> int:
+        """The pid of the warm launcher that took the request `fds` for `root`; 0 when
+        none did (start it cold). A built spare still building is left for later."""
+        shape = marshal.dumps(root)
+        spare = self._built.get(shape)
+        if spare is not None and spare.pid not in self._live:
+            del self._built[shape]
+            self.misses += 1
+        elif spare is not None and spare.ready():
+            del self._built[shape]
+            if spare.fits(root) and spare.hand_over(fds):
+                self.misses = 0
+                return spare.pid
+            spare.discard()
+        blank, self._blank = self._blank, None
+        if blank is not None and blank.pid not in self._live:
+            self.misses += 1
+        elif blank is not None and blank.hand_over(fds):
+            self.misses = 0
+            return blank.pid
+        return 0
+
+    def replenish(self, root: tuple[Any, ...]) -> None:
+        """Start the spares missing after a request for `root`."""
+        if self.misses >= 3:
+            return
+        if self._blank is None:
+            self._blank = self._start(None)
+        shape = marshal.dumps(root)
+        if shape not in self._built:
+            self._built[shape] = self._start(root)
+            while len(self._built) > SPARES:
+                self._built.pop(next(iter(self._built))).discard()
+
+    def _start(self, root: tuple[Any, ...] | None) -> _Spare:
+        spare = _Spare(self._zygote, root)
+        self._live.add(spare.pid)
+        return spare
+
+
+def _peek_root(fds: list[int]) -> tuple[Any, ...] | None:
+    """The `_root_of` the request's plan (its memfd, `fds[0]`, read without moving its
+    offset); None when it cannot be read (the launcher taking it reports why)."""
+    try:
+        size = os.fstat(fds[0]).st_size
+        return _root_of(marshal.loads(os.pread(fds[0], size, 0)))
+    except (IndexError, OSError, ValueError, EOFError, TypeError, KeyError):
+        return None
 
 
 def _reap(live: set[int]) -> None:
@@ -526,7 +668,7 @@ def serve(control_fd: int) -> None:
     """The zygote loop: one request (`S` + kind, five fds: plan, stdin, stdout,
     stderr, status) in, one reply (`P` + pid, with a pidfd) out. Kind `n`
     (namespaces, no network: the common plan) goes to a warm launcher made
-    ahead of time; other kinds get a fork of their own. Ends when the node's
+    ahead of time (`_Spares`); other kinds get a fork of their own. Ends when the node's
     end of `control_fd` closes, killing every command still running."""
     control = socket.socket(fileno=control_fd)
     _prctl(PR_SET_CHILD_SUBREAPER, 1, "become a subreaper")
@@ -541,8 +683,7 @@ def serve(control_fd: int) -> None:
     selector.register(wake_r, selectors.EVENT_READ)
     control.send(b"H" + struct.pack("=i", landlock_abi()))
     zygote = os.getpid()
-    spare: _Spare | None = None
-    misses = 0  # spares that died unused: after 3, namespaces do not work here
+    spares = _Spares(zygote, live)
     running = True
     while running:
         for key, _ in selector.select():
@@ -561,13 +702,8 @@ def serve(control_fd: int) -> None:
             if not message:
                 running = False
                 break
-            pid = 0
-            if message == b"Sn" and spare is not None:
-                if spare.pid in live and spare.hand_over(fds):
-                    pid, misses = spare.pid, 0
-                else:
-                    misses += 1
-                spare = None
+            root = _peek_root(fds) if message == b"Sn" else None
+            pid = 0 if root is None else spares.take(root, fds)
             if not pid:
                 pid = os.fork()
                 if pid == 0:
@@ -580,9 +716,8 @@ def serve(control_fd: int) -> None:
                 socket.send_fds(control, [b"P" + struct.pack("=i", pid)], [pidfd])
             finally:
                 os.close(pidfd)
-            if message == b"Sn" and misses < 3 and spare is None:
-                spare = _Spare(zygote)
-                live.add(spare.pid)
+            if root is not None:
+                spares.replenish(root)
     for pid in live:
         _kill(pid)
     _kill_leftovers()

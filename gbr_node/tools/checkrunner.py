@@ -12,8 +12,9 @@ when a `Stop` is stopped (`/s`, Ctrl-C).
   Only new files and files the formatter already leaves as they are get
   formatted, so a one-line edit never restyles a file nobody formatted.
 - `run(targets, stop)`: one `CheckRun` per target.
-- `peer_check(relative)`: for a peer's write through our RPC, the baseline
-  before it and the verdict after it, for the tool result.
+- `peer_check(relative)`: for a peer's write through our RPC (and an
+  approved write, `approvals.apply`), the baseline before it and the verdict
+  after it, for the tool result (or the approval's outcome).
 """
 
 from __future__ import annotations
@@ -293,7 +294,8 @@ class CheckRunner:
         return CheckRun(target, "failed", diagnostics=found, timeout_s=timeout, **common)
 
     def peer_check(self, relative: str) -> Callable[[], list[Verdict]] | None:
-        """For a peer's write of `relative` (its agent self-corrects from the result):
+        """For a peer's write of `relative` (its agent self-corrects from the result),
+        or an approved one:
         runs the baseline now and returns what to call once the file is written, which
         runs the checks again and judges them; None when no check covers the file.
         Blocking."""

@@ -316,8 +316,9 @@ ATTACKS = [
 ]
 
 
-@pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
-def test_attack_is_refused_when_confined_and_real_when_not(world: World, attack: Attack):
+def attempt(world: World, attack: Attack) -> None:
+    """Run `attack` in `world`: refused when confined (guarded files unchanged), real
+    when not."""
     if attack.needs_root and os.geteuid() != 0:
         pytest.skip("needs root (CI runs as root)")
     context: Context = {"root": world.root, "outside": world.outside, "home": world.home}
@@ -333,3 +334,50 @@ def test_attack_is_refused_when_confined_and_real_when_not(world: World, attack:
     else:
         assert not escaped, f"{attack.name} got through {world.mode} confinement:\n{output}"
         assert world.guarded() == before
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
+def test_attack_is_refused_when_confined_and_real_when_not(world: World, attack: Attack):
+    attempt(world, attack)
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
+def test_attack_is_refused_by_a_warm_launcher_too(world: World, attack: Attack):
+    """The second command over the same root gets a launcher whose new root was
+    built ahead of time (`confine.launcher._Spare`): the same attacks must fail."""
+    if world.mode != "namespaces":
+        pytest.skip("warm launchers are made for the namespaces mode")
+    warm(world)
+    attempt(world, attack)
+
+
+def warm(world: World) -> None:
+    """Run a harmless command, so that a launcher for this root is warmed for the next."""
+    (world.root / "work" / "warm.py").write_text("pass\n")
+    assert (world.run("python3", "work/warm.py").structured or {})["exit_code"] == 0
+
+
+REWRITE = ATTACKS[[a.name for a in ATTACKS].index("rewrite protected pyproject.toml")]
+
+
+def test_a_protected_file_replaced_after_a_launcher_warmed_stays_read_only(world: World):
+    """The kernel detaches a mount whose file is replaced outside (an editor's atomic
+    save, an approved write): a warm launcher built before must not be used then."""
+    if world.mode != "namespaces":
+        pytest.skip("warm launchers are made for the namespaces mode")
+    warm(world)
+    fresh = world.root / "work" / "fresh.toml"
+    fresh.write_text(ORIGINAL)
+    os.replace(fresh, world.root / "pyproject.toml")
+    attempt(world, REWRITE)
+    warm(world)
+    attempt(world, REWRITE)  # and the launcher warmed after the change holds too
+
+
+def test_a_protected_file_created_after_a_launcher_warmed_is_read_only(world: World):
+    if world.mode != "namespaces":
+        pytest.skip("warm launchers are made for the namespaces mode")
+    (world.root / "pyproject.toml").unlink()
+    warm(world)
+    (world.root / "pyproject.toml").write_text(ORIGINAL)
+    attempt(world, REWRITE)

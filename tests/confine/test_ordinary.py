@@ -154,3 +154,21 @@ def test_network_true_in_the_profile_allows_connections(tmp_path, monkeypatch, n
     server.close()
     assert arrived is network, text_of(result)
     assert result.is_error is not network
+
+
+def test_commands_back_to_back_and_apart_each_run_once(confined: World):
+    """Warm launchers (`confine.launcher._Spares`) take some of these runs, cold ones
+    the rest: every command runs exactly once, with its own output."""
+    import time
+
+    (confined.root / "work" / "count.py").write_text(
+        "import sys\nopen('work/runs.txt', 'a').write(sys.argv[1] + '\\n')\nprint(sys.argv[1])\n"
+    )
+    outputs = []
+    for n in range(12):
+        result = confined.run("python3", "work/count.py", str(n))
+        outputs.append((result.structured or {})["exit_code"])
+        if n % 3 == 0:
+            time.sleep(0.1)  # room for the spares to be built
+    assert outputs == [0] * 12
+    assert (confined.root / "work" / "runs.txt").read_text().split() == [str(n) for n in range(12)]

@@ -317,3 +317,154 @@ def test_init_writes_checks_that_fit_the_project_and_env_check_shows_them(tmp_pa
     assert shown.returncode == 0, shown.stderr
     assert "# checks in force:" in shown.stdout
     assert "#  python: files **/*.py; format: ruff format --stdin-filename {path} -" in shown.stdout
+
+
+# -- approved writes of protected files (issue 17: formatted and checked once approved) --
+
+UGLY_UNUSED = "import os\nx=1\ndef area( w,h ):\n  return w*h\n"  # ruff: F401, once formatted
+
+
+def protect_app_py(project: Path) -> None:
+    profile = project / ".gbr_envs" / "default.toml"
+    text = profile.read_text()
+    profile.write_text(text.replace('["pyproject.toml"]', '["pyproject.toml", "app.py"]'))
+
+
+def script_protected_python_write(model_server, content: str) -> None:
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "app.py", "content": content}),
+        text_reply("I asked for approval."),
+        text_reply("Noted the outcome."),
+    )
+
+
+def assert_told_the_model_the_outcome(model_server, written: str) -> None:
+    told = model_server.chat_bodies[2]["messages"][-1]["content"]
+    assert "[reformatted by formatter ruff; edit the file as it is now." in told, told
+    assert "def area(w, h):" in told  # what its next edit_file needs
+    assert "[check ruff: 1 new error after this change; fix it:]" in told
+    assert "app.py:1:8: F401" in told
+
+
+def test_an_approved_write_is_formatted_and_checked_and_both_reach_the_model(
+    project, with_checks, run_node, model_server
+):
+    with_checks(RUFF_CHECKS)
+    protect_app_py(project)
+    script_protected_python_write(model_server, UGLY_UNUSED)
+    term = run_node()
+    term.sendline("write app.py")
+    term.expect_new("I asked for approval.")
+    assert not (project / "app.py").exists()  # nothing formatted or written while pending
+    term.sendline("/approve 1")
+    term.expect_new("Noted the outcome.")
+    assert (project / "app.py").read_text() == ruff_format(UGLY_UNUSED)
+    screen = term.text()
+    assert "approval #1 applied: write_file app.py" in screen
+    assert "reformatted by formatter ruff" in screen
+    assert "check ruff: 1 new error:" in screen
+    assert "app.py:1:8: F401" in screen
+    assert "Traceback" not in screen
+    assert_told_the_model_the_outcome(model_server, ruff_format(UGLY_UNUSED))
+    assert_all_valid(model_server)
+
+
+def test_an_edited_approval_is_formatted_as_edited(
+    project, with_checks, run_node, model_server, tmp_path
+):
+    with_checks(RUFF_CHECKS)
+    protect_app_py(project)
+    editor = tmp_path / "editor.py"
+    editor.write_text(  # the operator adds a line of their own, unformatted
+        "import sys, pathlib\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "p.write_text(p.read_text() + 'y=[1,2]\\n')\n"
+    )
+    script_protected_python_write(model_server, UGLY_UNUSED)
+    term = run_node(env={"EDITOR": f"{sys.executable} {editor}"})
+    term.sendline("write app.py")
+    term.expect_new("I asked for approval.")
+    term.sendline("/edit 1")
+    term.expect_new("Noted the outcome.")
+    edited = UGLY_UNUSED + "y=[1,2]\n"
+    assert (project / "app.py").read_text() == ruff_format(edited)
+    screen = term.text()
+    assert "reformatted by formatter ruff" in screen and "check ruff: 1 new error:" in screen
+    told = model_server.chat_bodies[2]["messages"][-1]["content"]
+    assert "with edits" in told and "y = [1, 2]" in told
+    assert "[check ruff: 1 new error after this change; fix it:]" in told
+
+
+def test_a_write_approved_from_the_cli_is_formatted_checked_and_the_model_hears_it(
+    project, with_checks, run_node, model_server, tmp_path
+):
+    with_checks(RUFF_CHECKS)
+    protect_app_py(project)
+    script_protected_python_write(model_server, UGLY_UNUSED)
+    term = run_node()
+    term.sendline("write app.py")
+    term.expect_new("I asked for approval.")
+    approve = gbr(project, "approvals", "approve", "1", home=tmp_path / "home")
+    assert approve.returncode == 0, approve.stdout + approve.stderr
+    assert "approval #1 applied: write_file app.py" in approve.stdout
+    assert "reformatted by formatter ruff" in approve.stdout
+    assert "check ruff: 1 new error:" in approve.stdout
+    assert "app.py:1:8: F401" in approve.stdout
+    term.expect_new("Noted the outcome.")
+    assert (project / "app.py").read_text() == ruff_format(UGLY_UNUSED)
+    assert_told_the_model_the_outcome(model_server, ruff_format(UGLY_UNUSED))
+
+
+def test_an_approved_one_line_edit_of_an_unformatted_file_is_not_restyled(
+    project, with_checks, tmp_path
+):
+    original = "x=1\ny  =  [1,2,\n   3]\n"
+    (project / "app.py").write_text(original)
+    with_checks(RUFF_CHECKS)
+    protect_app_py(project)
+    home = tmp_path / "home"
+    args = json.dumps({"path": "app.py", "old_string": "x=1", "new_string": "x=2"})
+    asked = gbr(project, "tool", "edit_file", args, home=home)
+    assert "pending approval #1" in asked.stdout, asked.stdout + asked.stderr
+    approve = gbr(project, "approvals", "approve", "1", home=home)
+    assert approve.returncode == 0, approve.stdout + approve.stderr
+    assert (project / "app.py").read_bytes() == original.replace("x=1", "x=2").encode()
+    assert "not formatted: the file was not formatted before this change" in approve.stdout
+    assert "check ruff ok" in approve.stdout
+
+
+def test_a_peers_approved_write_is_formatted_and_the_peer_learns_the_check_outcome(tmp_path):
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    server_id, alice = Identity(keys / "server.key"), Identity(keys / "alice.key")
+    root = tmp_path / "served"
+    root.mkdir()
+    profile = write_serving_profile(
+        root, {"alice": (alice.peer_id, ["write_file", "approval_status"])}, extra=RUFF_CHECKS
+    )
+    protect_app_py(root)
+    assert "app.py" in profile.read_text()
+    server = ServeProcess(root, tmp_path / "home-server", server_id)
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    try:
+
+        def call(tool: str, arguments: dict) -> str:
+            done = gbr_call(
+                caller, tmp_path / "home-alice", alice, server.addr, tool, json.dumps(arguments)
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            return done.stdout
+
+        asked = call("write_file", {"path": "app.py", "content": UGLY_UNUSED})
+        assert "pending approval #1" in asked
+        approve = gbr(root, "approvals", "approve", "1", home=tmp_path / "home-server")
+        assert approve.returncode == 0, approve.stdout + approve.stderr
+        assert (root / "app.py").read_text() == ruff_format(UGLY_UNUSED)
+        told = call("approval_status", {"approval_id": 1})
+        assert "approved and applied" in told
+        assert "[reformatted by formatter ruff" in told
+        assert "[check ruff: 1 new error after this change; fix it:]" in told
+        assert "app.py:1:8: F401" in told
+    finally:
+        server.stop()
