@@ -27,7 +27,9 @@ Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
   `llm.grammar` and `tool_choice: "none"` (llama.cpp takes a grammar with
   tools only then; the template still shows them), and the calls are read
   from the answer's text. The first answer of a turn (the last message is
-  the person's) must be a call; later ones may also be text.
+  the person's) must be a call; later ones may also be text. With
+  `grammar_workspace`, the grammar names only files and folders the project
+  holds (`llm.grammar.Workspace`).
 
 The retry loop is plain code rather than tenacity/stamina: its waits come
 from the failed response's headers, and it must run inside the context that
@@ -276,7 +278,12 @@ class ChatStream:
         if self._tools:
             body["tools"] = self._tools
             must_call = self._messages[-1].get("role") == "user"
-            grammar = settings.tool_grammar and tool_call_grammar(self._tools, must_call=must_call)
+            workspace = None
+            if settings.tool_grammar and settings.grammar_workspace is not None:
+                workspace = settings.grammar_workspace()
+            grammar = settings.tool_grammar and tool_call_grammar(
+                self._tools, must_call=must_call, workspace=workspace
+            )
             if grammar:
                 body["grammar"] = grammar
                 body["tool_choice"] = "none"
