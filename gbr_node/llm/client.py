@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -50,7 +51,7 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
-from gbr_node.llm.grammar import tool_call_grammar
+from gbr_node.llm.grammar import answered, tool_call_grammar
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
 from gbr_node.llm.window import (
@@ -281,6 +282,8 @@ class ChatStream:
             workspace = None
             if settings.tool_grammar and settings.grammar_workspace is not None:
                 workspace = settings.grammar_workspace()
+                if workspace is not None:
+                    workspace = replace(workspace, done=answered(self._messages))
             grammar = settings.tool_grammar and tool_call_grammar(
                 self._tools, must_call=must_call, workspace=workspace
             )

@@ -54,6 +54,9 @@ _TYPES = {"string": "jstr", "integer": "jint", "number": "jnum", "boolean": "jbo
 # The node's own tools whose `path` must name something that exists: a file or a folder.
 _EXISTING = {"read_file": "file", "edit_file": "file", "list_dir": "folder"}
 _EDIT = "edit_file"  # its `old_string` must occur once in the file `path` names
+_CREATE = "write_file"  # its `path` must not name a file or folder that exists
+_CHANGES = ("write_file", "edit_file")
+_PCHAR = r"[^\"\\\x00-\x1f]"  # a path character, unescaped (new paths take no escapes)
 MAX_OLD_STRINGS = 64  # choices of `old_string` per file (its lines first, then its words)
 MAX_OLD_STRING_CHARS = 200
 _WORD_RE = re.compile(r"\w+(?:[.\-]\w+)*")
@@ -67,6 +70,36 @@ class Workspace:
 
     files: Mapping[str, str | None] = field(default_factory=dict)
     folders: tuple[str, ...] = (".",)
+    done: frozenset[tuple[str, str]] = frozenset()
+    """`(tool, path)` not offered again in this turn, so a model cannot loop: the
+    reads and listings already answered (a file changed since may be read again),
+    and `edit_file` of a file already changed in the turn (no edit undone)."""
+
+
+def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
+    """`Workspace.done` of a conversation, from the calls made since the person's last
+    message: `read_file` and `list_dir` ones, less the files written or edited
+    after; and `("edit_file", path)` for each file written or edited."""
+    done: set[tuple[str, str]] = set()
+    for message in messages:
+        if message.get("role") == "user":
+            done.clear()
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                continue
+            path = arguments.get("path", ".") if isinstance(arguments, dict) else None
+            if not isinstance(path, str):
+                continue
+            name = function.get("name")
+            if name in _CHANGES:
+                done.discard(("read_file", path))
+                done.add((_EDIT, path))
+            elif name in _EXISTING:
+                done.add((name, path))
+    return frozenset(done)
 
 
 def old_strings(text: str) -> list[str]:
@@ -127,6 +160,8 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
         value = _value_rule(properties[key])
         if key == "path" and targets is not None:
             value = _one_of(targets)
+        elif key == "path" and name == _CREATE and workspace is not None:
+            value = "newpath"
         if value is None:
             if key in required:
                 return None
@@ -149,7 +184,36 @@ def _targets(name: str, workspace: Workspace | None) -> list[str] | None:
     kind = _EXISTING.get(name)
     if workspace is None or kind is None:
         return None
-    return list(workspace.folders) if kind == "folder" else list(workspace.files)
+    paths = workspace.folders if kind == "folder" else workspace.files
+    return [path for path in paths if (name, path) not in workspace.done]
+
+
+def _new_path_rules(existing: list[str]) -> list[str]:
+    """GBNF rules `newpath ...`: a non-empty JSON string of path characters, without
+    escapes, that is none of `existing` (a trie over them: each node either closes
+    the string, when that is no existing path, or goes on with any other character,
+    or follows a child)."""
+    trie: dict[str, Any] = {}
+    for path in existing:
+        node = trie
+        for char in path:
+            node = node.setdefault(char, {})
+        node[""] = {}  # the end of an existing path
+    rules: list[str] = []
+
+    def rule(node: dict[str, Any], name: str, first: bool) -> None:
+        children = sorted(c for c in node if c)
+        branches = [] if first or "" in node else ['"\\""']
+        excluded = "".join(f"\\u{ord(c):04x}" for c in children)
+        branches.append(f'[^"\\\\\\x00-\\x1f{excluded}] {_PCHAR}* "\\""')
+        for index, char in enumerate(children):
+            child = f"{name}-{index}"
+            branches.append(f"{_literal(char)} {child}")
+            rule(node[char], child, False)
+        rules.insert(0, f"{name} ::= " + " | ".join(branches))
+
+    rule(trie, "newpath-t", True)
+    return ['newpath ::= "\\"" newpath-t', *rules]
 
 
 def _edit_rule(
@@ -202,6 +266,8 @@ def tool_call_grammar(
         f"call ::= {_literal(CALL_OPEN)} ({' | '.join(calls)}) {_literal(CALL_CLOSE)}",
         r"answer ::= [^<\x00] [^\x00]*",
     ]
+    if workspace is not None and any(" newpath " in call for call in calls):
+        lines += _new_path_rules([*workspace.files, *workspace.folders])
     return "\n".join(lines) + "\n" + _VALUES
 
 
