@@ -29,7 +29,8 @@ Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
   from the answer's text. The first answer of a turn (the last message is
   the person's) must be a call; later ones may also be text. With
   `grammar_workspace`, the grammar names only files and folders the project
-  holds (`llm.grammar.Workspace`).
+  holds (`llm.grammar.Workspace`), and once a write or edit succeeded the
+  next answer is text.
 
 The retry loop is plain code rather than tenacity/stamina: its waits come
 from the failed response's headers, and it must run inside the context that
@@ -51,7 +52,7 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
-from gbr_node.llm.grammar import answered, tool_call_grammar
+from gbr_node.llm.grammar import answered, changed_last, tool_call_grammar
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
 from gbr_node.llm.window import (
@@ -285,7 +286,10 @@ class ChatStream:
                 if workspace is not None:
                     workspace = replace(workspace, done=answered(self._messages))
             grammar = settings.tool_grammar and tool_call_grammar(
-                self._tools, must_call=must_call, workspace=workspace
+                self._tools,
+                must_call=must_call,
+                must_answer=settings.grammar_workspace is not None and changed_last(self._messages),
+                workspace=workspace,
             )
             if grammar:
                 body["grammar"] = grammar

@@ -239,13 +239,33 @@ def _edit_rule(
     return f'{opening} ({" | ".join(branches)}) {" ".join(rest)} "}}"'
 
 
+def changed_last(messages: list[dict[str, Any]]) -> bool:
+    """True when the last answer's calls include a `write_file` or `edit_file` and every
+    result sent back for them succeeded (no result starting with "error")."""
+    index = len(messages)
+    while index and messages[index - 1].get("role") == "tool":
+        index -= 1
+    if index == len(messages) or not index:
+        return False
+    calls = messages[index - 1].get("tool_calls") or ()
+    names = {call.get("function", {}).get("name") for call in calls}
+    results = [str(m.get("content") or "") for m in messages[index:]]
+    return bool(names & set(_CHANGES)) and not any(r.startswith("error") for r in results)
+
+
 def tool_call_grammar(
-    tools: list[dict[str, Any]], *, must_call: bool = False, workspace: Workspace | None = None
+    tools: list[dict[str, Any]],
+    *,
+    must_call: bool = False,
+    must_answer: bool = False,
+    workspace: Workspace | None = None,
 ) -> str | None:
     """A GBNF grammar for one answer offering `tools` (chat-completions `tools` entries).
 
     The answer is one `<tool_call>` block (see the module docstring) or, unless
-    `must_call`, text whose first character is not `<`. With `workspace`, the
+    `must_call`, text whose first character is not `<`; with `must_answer`, only
+    such text (a tiny model's turn ends once a change succeeded: it otherwise
+    goes on creating files up to its step limit). With `workspace`, the
     paths and edits it names are bounded by what exists (module docstring).
     None when no tool can be expressed (then no grammar should be sent).
     """
@@ -261,6 +281,8 @@ def tool_call_grammar(
     if not calls:
         return None
     root = "root ::= call" if must_call else "root ::= call | answer"
+    if must_answer:
+        root = "root ::= answer"
     lines = [
         root,
         f"call ::= {_literal(CALL_OPEN)} ({' | '.join(calls)}) {_literal(CALL_CLOSE)}",

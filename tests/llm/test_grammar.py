@@ -16,6 +16,7 @@ from gbr_node.llm.grammar import (
     MAX_OLD_STRINGS,
     Workspace,
     answered,
+    changed_last,
     old_strings,
     parse_text_call,
     tool_call_grammar,
@@ -245,3 +246,29 @@ def test_edit_targets_are_lines_then_words_found_once(text: str, expected: list[
 def test_edit_targets_are_bounded() -> None:
     text = "\n".join(f"line {n}" for n in range(1000))
     assert len(old_strings(text)) == MAX_OLD_STRINGS
+
+
+def made(*names: str) -> dict:
+    calls = [{"id": n, "function": {"name": n, "arguments": "{}"}} for n in names]
+    return {"role": "assistant", "tool_calls": calls}
+
+
+@pytest.mark.parametrize(
+    ("tail", "changed"),
+    [
+        ([made("write_file"), {"role": "tool", "content": "created a.txt (2 bytes)"}], True),
+        ([made("read_file", "edit_file"), {"role": "tool", "content": "a.txt: lines 1-1 of 1"},
+          {"role": "tool", "content": "edited a.txt: replaced 1 occurrence"}], True),
+        ([made("write_file"), {"role": "tool", "content": "error: a is a folder"}], False),
+        ([made("read_file"), {"role": "tool", "content": "a.txt: lines 1-1 of 1"}], False),
+        ([made("write_file"), {"role": "tool", "content": "created a"},
+          {"role": "user", "content": "again"}], False),  # a new request: calls again
+        ([], False),
+    ],
+)  # fmt: skip
+def test_a_successful_change_ends_the_calls_of_the_turn(tail: list, changed: bool) -> None:
+    messages = [{"role": "user", "content": "go"}, *tail]
+    assert changed_last(messages) is changed
+    grammar = tool_call_grammar([READ, WRITE], must_answer=changed_last(messages))
+    assert Gbnf(grammar).matches("Done.")
+    assert Gbnf(grammar).matches(call("read_file", {"path": "a"})) is not changed
