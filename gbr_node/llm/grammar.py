@@ -21,9 +21,14 @@ does both ends itself (issue 15):
   trusted to know: `read_file` and `edit_file` name a file that exists,
   `list_dir` a folder that exists, and `edit_file`'s `old_string` is a line
   or a word that occurs exactly once in the file its `path` names (what the
-  tool needs to succeed). `write_file`'s path stays free (it creates files).
+  tool needs to succeed).
   A tool none of whose targets exists (`read_file` in an empty project) is
   left out. Without a workspace (too large, or not given) paths are free.
+  `write_file` never names an existing file or folder (the embedded model
+  edits files, it never overwrites one whole). `answered(messages)` gives
+  the calls not to offer again in the turn (`Workspace.done`), and
+  `changed_last(messages)` says a write or edit just succeeded: then the
+  answer must be text (`must_answer`).
 - `parse_text_call(text)`: the name and JSON arguments of such a call, or
   None.
 
