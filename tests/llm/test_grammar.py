@@ -45,7 +45,8 @@ def grammar_for(tools: list[dict], *, must_call: bool = False) -> str:
     return grammar
 
 
-def call_rule(grammar: str) -> str:
+def call_rule(grammar: str | None) -> str:
+    assert grammar is not None
     return next(line for line in grammar.splitlines() if line.startswith("call ::="))
 
 

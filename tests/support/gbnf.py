@@ -18,7 +18,8 @@ _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "]"
 class Gbnf:
     """`Gbnf(text).matches(answer)`: True when `answer` is a sentence of `text`'s `root`."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str | None) -> None:
+        assert text is not None, "no grammar"
         self.rules: dict[str, str] = {}
         for line in text.splitlines():
             if "::=" in line:
@@ -48,7 +49,7 @@ class Gbnf:
             return "(?:" + "|".join(branches) + ")", pos
 
     def _sequence(self, text: str, pos: int, stack: tuple[str, ...]) -> tuple[str, int]:
-        items = []
+        items: list[str] = []
         while True:
             pos = _skip(text, pos)
             if pos >= len(text) or text[pos] in "|)":

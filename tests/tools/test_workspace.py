@@ -31,7 +31,9 @@ def test_files_with_their_small_texts_and_folders_in_walk_order(tmp_path: Path) 
         },
     )
     os.symlink(tmp_path / "b.txt", tmp_path / "link.txt")  # links are not followed or listed
-    files, folders = workspace_view(sandbox, max_text_bytes=4096)
+    view = workspace_view(sandbox, max_text_bytes=4096)
+    assert view is not None
+    files, folders = view
     assert folders == (".", "a")
     assert files == {
         ".env": "KEY=1\n",
