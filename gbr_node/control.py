@@ -46,6 +46,7 @@ from gbr_node.library.lookup import db_path, open_library, prelookup
 from gbr_node.library.present import hits_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
+from gbr_node.llm.grammar import Workspace
 from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL, EMBEDDED_TOOLS
 from gbr_node.llm.settings import ClientSettings
 from gbr_node.mcp.mounts import Mounts
@@ -59,6 +60,7 @@ from gbr_node.rpc.toolhost import Grant, Snapshot
 from gbr_node.tools.checkrunner import CheckRunner
 from gbr_node.tools.process import Stop
 from gbr_node.tools.registry import build_registry
+from gbr_node.tools.workspace import workspace_view
 
 log = logging.getLogger("gbr_node")
 REDELIVERY_INTERVAL_S = 2.0
@@ -233,9 +235,19 @@ class Node:
 
     def client_settings(self, choice: ModelChoice) -> ClientSettings:
         """The client settings of `choice`; for the embedded model, tool calls are
-        grammar-constrained (`llm.grammar`). ValueError when base_url or model is unset."""
+        grammar-constrained (`llm.grammar`), bounded by what the project holds
+        (`grammar_workspace`). ValueError when base_url or model is unset."""
         settings = ClientSettings.from_model_config(choice.config, api_key=choice.api_key)
-        return replace(settings, tool_grammar=self.embedded)
+        if not self.embedded:
+            return settings
+        return replace(settings, tool_grammar=True, grammar_workspace=self.grammar_workspace)
+
+    def grammar_workspace(self) -> Workspace | None:
+        """What the project holds now, for the embedded model's grammar (`llm.grammar`):
+        its files (with small texts) and folders; None (paths free) past
+        `tools.workspace.MAX_ENTRIES`."""
+        view = workspace_view(self.sandbox)
+        return None if view is None else Workspace(*view)
 
     def chat_tools(self) -> list[dict[str, Any]]:
         """The tools offered to the model: all of them; for the embedded model only

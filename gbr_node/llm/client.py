@@ -27,7 +27,10 @@ Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
   `llm.grammar` and `tool_choice: "none"` (llama.cpp takes a grammar with
   tools only then; the template still shows them), and the calls are read
   from the answer's text. The first answer of a turn (the last message is
-  the person's) must be a call; later ones may also be text.
+  the person's) must be a call; later ones may also be text. With
+  `grammar_workspace`, the grammar names only files and folders the project
+  holds (`llm.grammar.Workspace`), and once a write or edit succeeded the
+  next answer is text.
 
 The retry loop is plain code rather than tenacity/stamina: its waits come
 from the failed response's headers, and it must run inside the context that
@@ -39,6 +42,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -48,7 +52,7 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
-from gbr_node.llm.grammar import tool_call_grammar
+from gbr_node.llm.grammar import answered, changed_last, tool_call_grammar
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
 from gbr_node.llm.window import (
@@ -276,7 +280,17 @@ class ChatStream:
         if self._tools:
             body["tools"] = self._tools
             must_call = self._messages[-1].get("role") == "user"
-            grammar = settings.tool_grammar and tool_call_grammar(self._tools, must_call=must_call)
+            workspace = None
+            if settings.tool_grammar and settings.grammar_workspace is not None:
+                workspace = settings.grammar_workspace()
+                if workspace is not None:
+                    workspace = replace(workspace, done=answered(self._messages))
+            grammar = settings.tool_grammar and tool_call_grammar(
+                self._tools,
+                must_call=must_call,
+                must_answer=settings.grammar_workspace is not None and changed_last(self._messages),
+                workspace=workspace,
+            )
             if grammar:
                 body["grammar"] = grammar
                 body["tool_choice"] = "none"

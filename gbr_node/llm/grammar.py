@@ -16,6 +16,19 @@ does both ends itself (issue 15):
   with `<`. Tools whose parameters the grammar cannot express (nested
   objects, unions) are left out of it: they cannot be called, never called
   badly.
+- With a `Workspace` (the files and folders the project holds, the small
+  text files' contents), the grammar also carries what the model cannot be
+  trusted to know: `read_file` and `edit_file` name a file that exists,
+  `list_dir` a folder that exists, and `edit_file`'s `old_string` is a line
+  or a word that occurs exactly once in the file its `path` names (what the
+  tool needs to succeed).
+  A tool none of whose targets exists (`read_file` in an empty project) is
+  left out. Without a workspace (too large, or not given) paths are free.
+  `write_file` never names an existing file or folder (the embedded model
+  edits files, it never overwrites one whole). `answered(messages)` gives
+  the calls not to offer again in the turn (`Workspace.done`), and
+  `changed_last(messages)` says a write or edit just succeeded: then the
+  answer must be text (`must_answer`).
 - `parse_text_call(text)`: the name and JSON arguments of such a call, or
   None.
 
@@ -27,6 +40,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 CALL_OPEN = "<tool_call>\n"
@@ -41,6 +56,75 @@ jbool ::= "true" | "false"
 jstrs ::= "[" (jstr (", " jstr)*)? "]"
 """
 _TYPES = {"string": "jstr", "integer": "jint", "number": "jnum", "boolean": "jbool"}
+# The node's own tools whose `path` must name something that exists: a file or a folder.
+_EXISTING = {"read_file": "file", "edit_file": "file", "list_dir": "folder"}
+_EDIT = "edit_file"  # its `old_string` must occur once in the file `path` names
+_CREATE = "write_file"  # its `path` must not name a file or folder that exists
+_CHANGES = ("write_file", "edit_file")
+_PCHAR = r"[^\"\\\x00-\x1f]"  # a path character, unescaped (new paths take no escapes)
+MAX_OLD_STRINGS = 64  # choices of `old_string` per file (its lines first, then its words)
+MAX_OLD_STRING_CHARS = 200
+_WORD_RE = re.compile(r"\w+(?:[.\-]\w+)*")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """What the project holds, for the grammar: `files` maps each root-relative file
+    path to its text (None when it is not small UTF-8 text), `folders` the
+    root-relative folders ("." for the root)."""
+
+    files: Mapping[str, str | None] = field(default_factory=dict)
+    folders: tuple[str, ...] = (".",)
+    done: frozenset[tuple[str, str]] = frozenset()
+    """`(tool, path)` not offered again in this turn, so a model cannot loop: the
+    reads and listings already answered (a file changed since may be read again),
+    and `edit_file` of a file already changed in the turn (no edit undone)."""
+
+
+def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
+    """`Workspace.done` of a conversation, from the calls made since the person's last
+    message: `read_file` and `list_dir` ones, less the files written or edited
+    after; and `("edit_file", path)` for each file written or edited."""
+    done: set[tuple[str, str]] = set()
+    for message in messages:
+        if message.get("role") == "user":
+            done.clear()
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                continue
+            path = arguments.get("path", ".") if isinstance(arguments, dict) else None
+            if not isinstance(path, str):
+                continue
+            name = function.get("name")
+            if name in _CHANGES:
+                done.discard(("read_file", path))
+                done.add((_EDIT, path))
+            elif name in _EXISTING:
+                done.add((name, path))
+    return frozenset(done)
+
+
+def old_strings(text: str) -> list[str]:
+    """The `edit_file` targets of `text`: its lines, then its words (runs of word
+    characters, with inner `.` or `-`), each that occurs exactly once in `text`
+    and is at most MAX_OLD_STRING_CHARS long; at most MAX_OLD_STRINGS, in order."""
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    candidates = [line for line in lines if line.strip()] + _WORD_RE.findall(text)
+    chosen: list[str] = []
+    for candidate in dict.fromkeys(candidates):
+        if len(chosen) == MAX_OLD_STRINGS:
+            break
+        if len(candidate) <= MAX_OLD_STRING_CHARS and text.count(candidate) == 1:
+            chosen.append(candidate)
+    return chosen
+
+
+def _one_of(values: list[str]) -> str:
+    """The GBNF of one of the JSON strings `values`."""
+    return "(" + " | ".join(_literal(json.dumps(v, ensure_ascii=False)) for v in values) + ")"
 
 
 def _literal(text: str) -> str:
@@ -60,8 +144,9 @@ def _value_rule(schema: Any) -> str | None:
     return _TYPES.get(kind) if isinstance(kind, str) else None
 
 
-def _arguments_rule(parameters: Any) -> str | None:
-    """The GBNF of a tool's arguments object: required keys in order, then optional ones."""
+def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = None) -> str | None:
+    """The GBNF of tool `name`'s arguments object: required keys in order, then optional
+    ones; with `workspace`, paths and `old_string` as the module docstring says."""
     if not isinstance(parameters, dict):
         return None
     properties = parameters.get("properties") or {}
@@ -69,9 +154,19 @@ def _arguments_rule(parameters: Any) -> str | None:
         return None
     required = [k for k in parameters.get("required") or () if k in properties]
     optional = [k for k in properties if k not in required]
+    targets = _targets(name, workspace)
+    if targets is not None and "path" in properties:
+        if not targets:
+            return None  # nothing it could act on: not offered
+        if name == _EDIT and required[:2] == ["path", "old_string"]:
+            return _edit_rule(targets, workspace, required, properties)
     pairs = {}
     for key in [*required, *optional]:
         value = _value_rule(properties[key])
+        if key == "path" and targets is not None:
+            value = _one_of(targets)
+        elif key == "path" and name == _CREATE and workspace is not None:
+            value = "newpath"
         if value is None:
             if key in required:
                 return None
@@ -89,30 +184,117 @@ def _arguments_rule(parameters: Any) -> str | None:
     return f'"{{" {head} {tail} "}}"'
 
 
-def tool_call_grammar(tools: list[dict[str, Any]], *, must_call: bool = False) -> str | None:
+def _targets(name: str, workspace: Workspace | None) -> list[str] | None:
+    """The paths tool `name` may name in `workspace`, or None when they are free."""
+    kind = _EXISTING.get(name)
+    if workspace is None or kind is None:
+        return None
+    paths = workspace.folders if kind == "folder" else workspace.files
+    return [path for path in paths if (name, path) not in workspace.done]
+
+
+def _new_path_rules(existing: list[str]) -> list[str]:
+    """GBNF rules `newpath ...`: a non-empty JSON string of path characters, without
+    escapes, that is none of `existing` (a trie over them: each node either closes
+    the string, when that is no existing path, or goes on with any other character,
+    or follows a child)."""
+    trie: dict[str, Any] = {}
+    for path in existing:
+        node = trie
+        for char in path:
+            node = node.setdefault(char, {})
+        node[""] = {}  # the end of an existing path
+    rules: list[str] = []
+
+    def rule(node: dict[str, Any], name: str, first: bool) -> None:
+        children = sorted(c for c in node if c)
+        branches = [] if first or "" in node else ['"\\""']
+        excluded = "".join(f"\\u{ord(c):04x}" for c in children)
+        branches.append(f'[^"\\\\\\x00-\\x1f{excluded}] {_PCHAR}* "\\""')
+        for index, char in enumerate(children):
+            child = f"{name}-{index}"
+            branches.append(f"{_literal(char)} {child}")
+            rule(node[char], child, False)
+        rules.insert(0, f"{name} ::= " + " | ".join(branches))
+
+    rule(trie, "newpath-t", True)
+    return ['newpath ::= "\\"" newpath-t', *rules]
+
+
+def _edit_rule(
+    files: list[str], workspace: Workspace | None, required: list[str], properties: dict[str, Any]
+) -> str | None:
+    """`edit_file`'s arguments: a file with text, one of its `old_strings`, then the rest."""
+    texts = workspace.files if workspace is not None else {}
+    branches = []
+    for path in files:
+        choices = old_strings(texts.get(path) or "")
+        if choices:
+            head = _literal(json.dumps(path, ensure_ascii=False) + ', "old_string": ')
+            branches.append(f"{head} {_one_of(choices)}")
+    rest = []
+    for key in required[2:]:
+        value = _value_rule(properties[key])
+        if value is None:
+            return None
+        rest.append(f'", " {_literal(json.dumps(key) + ": ")} {value}')
+    if not branches:
+        return None
+    opening = _literal('{"path": ')
+    return f'{opening} ({" | ".join(branches)}) {" ".join(rest)} "}}"'
+
+
+def changed_last(messages: list[dict[str, Any]]) -> bool:
+    """True when the last answer's calls include a `write_file` or `edit_file` and every
+    result sent back for them succeeded (no result starting with "error")."""
+    index = len(messages)
+    while index and messages[index - 1].get("role") == "tool":
+        index -= 1
+    if index == len(messages) or not index:
+        return False
+    calls = messages[index - 1].get("tool_calls") or ()
+    names = {call.get("function", {}).get("name") for call in calls}
+    results = [str(m.get("content") or "") for m in messages[index:]]
+    return bool(names & set(_CHANGES)) and not any(r.startswith("error") for r in results)
+
+
+def tool_call_grammar(
+    tools: list[dict[str, Any]],
+    *,
+    must_call: bool = False,
+    must_answer: bool = False,
+    workspace: Workspace | None = None,
+) -> str | None:
     """A GBNF grammar for one answer offering `tools` (chat-completions `tools` entries).
 
     The answer is one `<tool_call>` block (see the module docstring) or, unless
-    `must_call`, text whose first character is not `<`. None when no tool can
-    be expressed (then no grammar should be sent).
+    `must_call`, text whose first character is not `<`; with `must_answer`, only
+    such text (a tiny model's turn ends once a change succeeded: it otherwise
+    goes on creating files up to its step limit). With `workspace`, the
+    paths and edits it names are bounded by what exists (module docstring).
+    None when no tool can be expressed (then no grammar should be sent).
     """
     calls = []
     for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             continue
-        arguments = _arguments_rule(function.get("parameters") or {})
+        arguments = _arguments_rule(function["name"], function.get("parameters") or {}, workspace)
         if arguments is not None:
             head = _literal('{"name": ' + json.dumps(function["name"]) + ', "arguments": ')
             calls.append(f'{head} {arguments} "}}"')
     if not calls:
         return None
     root = "root ::= call" if must_call else "root ::= call | answer"
+    if must_answer:
+        root = "root ::= answer"
     lines = [
         root,
         f"call ::= {_literal(CALL_OPEN)} ({' | '.join(calls)}) {_literal(CALL_CLOSE)}",
         r"answer ::= [^<\x00] [^\x00]*",
     ]
+    if workspace is not None and any(" newpath " in call for call in calls):
+        lines += _new_path_rules([*workspace.files, *workspace.folders])
     return "\n".join(lines) + "\n" + _VALUES
 
 

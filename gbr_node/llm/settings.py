@@ -8,12 +8,13 @@ Azure send it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
 from gbr_node.config.profile import ModelConfig
+from gbr_node.llm.grammar import Workspace
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -31,6 +32,9 @@ class ClientSettings:
     `tool_grammar`: constrain each answer that offers tools with a GBNF grammar
     (`llm.grammar`; llama.cpp's server only) and read the calls from its text:
     the node sets it for the embedded model, never a profile.
+    `grammar_workspace`: with `tool_grammar`, called before each such request
+    for what the project holds (`llm.grammar.Workspace`, or None when the
+    paths stay free), so calls name files that exist.
     Raises ValueError naming the field when a value is out of range.
     """
 
@@ -49,6 +53,7 @@ class ClientSettings:
     retry_wait_cap_s: float = 30.0
     max_connections: int = 8
     tool_grammar: bool = False
+    grammar_workspace: Callable[[], Workspace | None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):

