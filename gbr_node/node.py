@@ -30,6 +30,7 @@ from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, re
 from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
+from gbr_node.chat.server import ChatServer
 from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
 from gbr_node.config.profile import ModelConfig
 from gbr_node.config.watcher import ProfileWatcher
@@ -39,6 +40,7 @@ from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ClientSettings, ModelClient
 from gbr_node.llm.local import describe as describe_local
 from gbr_node.llm.local import local_model_available, local_model_server
+from gbr_node.p2p.chat import serve_chat
 from gbr_node.p2p.host import P2PHost, open_host, parse_target
 from gbr_node.p2p.identity import default_identity_path, load_or_create_identity, peer_id_of
 from gbr_node.p2p.remote import PeerDirectory
@@ -128,8 +130,10 @@ def _serving(node: Node, host: P2PHost, on_call: CallLog) -> P2PHost:
         node.limits,
         on_call=lambda record: on_call(record, tool_host.alias_of(record.peer_id)),
     )
+    serve_chat(host, ChatServer(node.chat.host, node.chat_limits()), node.chat_limits)
     node.host = host
     node.peers = PeerDirectory(host, lambda: node.loaded.profile.peers, node.limits)
+    node.peers.send_message = node.chat.send_message_tool
     node.dispatcher.remote = node.peers
     return host
 
@@ -498,9 +502,10 @@ async def _close_clients(node: Node) -> None:
 
 async def _start_background(node: Node, nursery: trio.Nursery) -> None:
     """Start the mounted MCP servers (GBR-MCP-01), hot reload (ADR-0012a) and the
-    approval desk (EVD-AI-01) in `nursery`."""
+    approval desk (EVD-AI-01) and the chat outbox (EVD-AI-02) in `nursery`."""
     await nursery.start(node.mounts.run)
     await nursery.start(node.desk.run)
+    await nursery.start(node.chat.outbox.run)
     nursery.start_soon(node.redeliver_forever)
     nursery.start_soon(node.keep_library_current)
     await _start_watcher(node, nursery)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from gbr_node.chat.messages import Ack, ChatMessage, new_message
@@ -67,6 +67,7 @@ class ChatDesk:
         notice: shows one block of lines to the person (the REPL's notices,
             `serve`'s stdout); called on the event loop.
         clock: wall-clock seconds.
+        connected: returns the peer IDs connected now (`Outbox`).
     `on_reply`, when set, gets every accepted message of a peer on "reply".
     """
 
@@ -78,13 +79,14 @@ class ChatDesk:
         deliver: Callable[[str, ChatMessage], Awaitable[Ack]],
         notice: Callable[[str], None],
         clock: Callable[[], float] = time.time,
+        connected: Callable[[], Iterable[str]] = tuple,
     ) -> None:
         self.store = store
         self._peers = peers
         self._config = config
         self.notice = notice
         self.host = ProfileChatHost(peers, config, store, self._incoming, clock)
-        self.outbox = Outbox(store, deliver, self._changed, clock)
+        self.outbox = Outbox(store, deliver, self._changed, clock, connected)
         self.on_reply: Callable[[Incoming], None] | None = None
 
     def find(self, target: str) -> tuple[str, TrustedPeer]:
@@ -153,7 +155,9 @@ class ChatDesk:
                 "until it is delivered or expires, and the person sees which."
             )
         else:
-            text_out = f"Not delivered to {settled.alias} ({where}): {settled.state}, {settled.last_error}"
+            text_out = (
+                f"Not delivered to {settled.alias} ({where}): {settled.state}, {settled.last_error}"
+            )
         return {
             "content": [{"type": "text", "text": text_out}],
             "isError": settled.state in ("refused", "expired"),

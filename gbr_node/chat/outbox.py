@@ -133,8 +133,10 @@ class Outbox:
                     upcoming.append(entry.expires_at - now)
                     if entry.peer_id in self._busy:
                         continue
-                    if entry.peer_id in connected and entry.next_attempt_at > now and (
-                        entry.peer_id not in self._rushed
+                    if (
+                        entry.peer_id in connected
+                        and entry.next_attempt_at > now
+                        and (entry.peer_id not in self._rushed)
                     ):
                         self._rushed.add(entry.peer_id)  # once per connection
                         self.store.due_now(entry.peer_id)
@@ -170,7 +172,9 @@ class Outbox:
                 hint = exc.data.get("retry_after_s") if isinstance(exc.data, dict) else None
                 self._retry(entry, f"{REASON_TEXT[reason]}: {exc.message}", hint, reason)
                 return False
-            self._settle(entry, "refused", f"{REASON_TEXT.get(reason, reason)}: {exc.message}", reason)
+            self._settle(
+                entry, "refused", f"{REASON_TEXT.get(reason, reason)}: {exc.message}", reason
+            )
             return True
         except GbrError as exc:
             self._retry(entry, str(exc), None, None)
@@ -182,11 +186,15 @@ class Outbox:
         hint_s = float(hint) if isinstance(hint, int | float) else None
         at = self._clock() + backoff_s(entry.attempts, hint_s=hint_s)
         self.store.retry_later(entry.message.message_id, at=at, error=detail)
-        log.info("message %s to %s not delivered yet: %s", entry.message.message_id, entry.alias, detail)
+        log.info(
+            "message %s to %s not delivered yet: %s", entry.message.message_id, entry.alias, detail
+        )
         if entry.attempts == 0:  # said once, not at every retry
             self._on_change(Change(entry, "retrying", detail, reason))
 
-    def _settle(self, entry: Outgoing, state: State, detail: str, reason: str | None = None) -> None:
+    def _settle(
+        self, entry: Outgoing, state: State, detail: str, reason: str | None = None
+    ) -> None:
         if not self.store.settle(entry.message.message_id, state, now=self._clock(), error=detail):
             return
         event = self._settled.pop(entry.message.message_id, None)

@@ -268,7 +268,9 @@ class ChatStore:
         """Every queued message, oldest first."""
         return self._outgoing(self._read(f"{self._OUT} WHERE state = 'queued' ORDER BY seq"))
 
-    def settle(self, message_id: str, state: State, *, now: float, error: str | None = None) -> bool:
+    def settle(
+        self, message_id: str, state: State, *, now: float, error: str | None = None
+    ) -> bool:
         """Move a queued message to `state` ("delivered", "refused", "expired").
 
         Returns False (nothing changed) when it was no longer queued: settled

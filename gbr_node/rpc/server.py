@@ -241,7 +241,9 @@ class StreamServer(Generic[GrantT]):
         try:
             grant = self.authorizer.authorize(peer_id)
         except RpcError as exc:
-            await self._respond(stream, error_response(None, exc.code, exc.message, exc.data), outcome)
+            await self._respond(
+                stream, error_response(None, exc.code, exc.message, exc.data), outcome
+            )
             return
         except Exception:
             log.exception("deciding whether %s is trusted failed", peer_id)
