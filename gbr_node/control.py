@@ -36,6 +36,7 @@ from gbr_node.approvals.review import colour_diff
 from gbr_node.approvals.state import Approval
 from gbr_node.chat.desk import ChatDesk
 from gbr_node.chat.messages import Ack, ChatMessage
+from gbr_node.chat.replies import ReplyAgents
 from gbr_node.chat.store import ChatStore
 from gbr_node.chat.store import default_path as chat_path
 from gbr_node.checks.plan import CheckSpec, CheckTarget
@@ -142,6 +143,19 @@ class Node:
             lambda text: self.notice(text),
             connected=lambda: self.host.connected_peers() if self.host else (),
         )
+        self.replies = ReplyAgents(
+            self.chat.store,
+            lambda: self.loaded.profile.peers,
+            lambda: self.loaded.profile.chat,
+            lambda: self.loaded.system_prompt,
+            lambda: self.registry,
+            self.model,
+            lambda peer_id, text, context, answered: self._send_reply(
+                peer_id, text, context, answered
+            ),
+            lambda text: self.notice(text),
+        )
+        self.chat.on_reply = self.replies.take
         self.dispatcher = Dispatcher(lambda: self.registry)
         self.peers: PeerDirectory | None = None
         self._heard: set[tuple[str, int]] = set()
@@ -225,6 +239,13 @@ class Node:
             max_message_bytes=limits.max_message_bytes,
             timeout_s=limits.read_timeout_s,
         )
+
+    def _send_reply(self, peer_id: str, text: str, context_id: str, answered: str) -> None:
+        """Queue our agent's answer to a peer on "reply" in the thread it answers."""
+        try:
+            self.chat.send(peer_id, text, role="agent", context_id=context_id, in_reply_to=answered)
+        except GbrError as exc:  # the peer was dropped from the profile meanwhile
+            self.notice(f"{YELLOW}answer not sent: {exc}{RESET}")
 
     async def chat_command(self, name: str, args: str) -> str:
         """`/msg ALIAS TEXT`, `/inbox`, `/thread ALIAS [THREAD]` (issue 19)."""

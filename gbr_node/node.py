@@ -447,6 +447,7 @@ async def _run_node(
         if confinement is not None:
             say(f"{DIM}{confinement}{RESET}")
         await nursery.start(node.runtime.run)
+        await nursery.start(node.replies.run)
         node.notice = repl.notice
         node.color = repl.color
         await _start_background(node, nursery)
