@@ -71,5 +71,5 @@ def test_the_model_sends_a_message_and_the_peers_agent_answers_in_the_thread(nod
     # B's person-facing conversation was not touched: B's model got two requests, both
     # of the reply conversation, whose tools are bob's grant to alice and nothing more
     first = bob.model.chat_bodies[0]
-    assert {t["function"]["name"] for t in first["tools"]} == {"read_file"}
+    assert {t["function"]["name"] for t in first["tools"]} == {"read_file", "approval_status"}
     assert "Message from peer alice" in first["messages"][-1]["content"]
