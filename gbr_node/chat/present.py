@@ -69,11 +69,18 @@ def change_text(entry: Outgoing, state: str, detail: str) -> str:
     if state == "delivered":
         return f"{what} delivered" + (" (it had arrived before)" if detail == "duplicate" else "")
     if state == "expired":
-        hours = (entry.expires_at - entry.queued_at) / 3600
-        return f"{what} expired: not delivered within {hours:g} h"
+        return f"{what} expired: not delivered within {_duration(entry.expires_at - entry.queued_at)}"
     if state == "retrying":
         return f"{what} still queued, retrying: {visible(detail)}"
     return f"{what} {state}: {visible(detail)}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:g} min"
+    return f"{seconds / 3600:g} h"
 
 
 def _ago(at: float, now: float) -> str:

@@ -73,3 +73,68 @@ def test_the_model_sends_a_message_and_the_peers_agent_answers_in_the_thread(nod
     first = bob.model.chat_bodies[0]
     assert {t["function"]["name"] for t in first["tools"]} == {"read_file", "approval_status"}
     assert "Message from peer alice" in first["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("bob_trusts", "said"),
+    [
+        ("nobody", r"refused: the peer does not trust this node"),
+        ("off", r'refused: refused by the peer.s policy \(chat is off for us\)'),
+    ],
+)
+def test_an_untrusted_or_chat_off_sender_is_refused_and_nothing_reaches_b(nodes, bob_trusts, said):
+    alice, bob = nodes("alice"), nodes("bob")
+    alice.write_profile({"bob": (bob, "show", "")})
+    bob.write_profile({} if bob_trusts == "nobody" else {"alice": (alice, "off", "")})
+    b = bob.start()
+    a = alice.start()
+    a.sendline("/msg bob are you there?")
+    a.expect_new(r"→ bob · message \w+ " + said)
+    a.sendline("/thread bob")
+    a.expect_new(r"→ you \[refused\]:\n  │ are you there\?")
+    b.sendline("/inbox")
+    b.expect_new("no messages yet")
+    assert "are you there" not in b.transcript()
+    assert "no messages yet" in bob.gbr("inbox").stdout
+
+
+def test_a_message_to_a_node_that_is_down_is_queued_and_delivered_once_it_starts(nodes):
+    alice, bob = nodes("alice"), nodes("bob")
+    alice.write_profile({"bob": (bob, "show", "")})
+    bob.write_profile({"alice": (alice, "show", "")})
+    a = alice.start()
+    a.sendline("/msg bob are you up yet?")
+    a.expect_new(r"→ bob · thread \w+ · message \w+ queued: are you up yet\?")
+    a.expect_new(r"→ bob · message \w+ still queued, retrying: .*connection refused")
+    b = bob.start()
+    b.expect(r"✉ message from alice \(12D3Ko…\w+\) · thread \w+\n  │ are you up yet\?", 60)
+    a.expect_new(r"→ bob · message \w+ delivered", 60)
+    b.sendline("/inbox")
+    b.expect_new(r"alice\s+thread \w+  1 in, 0 out")
+    assert b.transcript().count("are you up yet?") == 2  # the message, and /inbox's preview
+
+
+def test_a_queued_message_survives_a_kill_9_of_its_sender(nodes):
+    alice, bob = nodes("alice"), nodes("bob")
+    alice.write_profile({"bob": (bob, "show", "")})
+    bob.write_profile({"alice": (alice, "show", "")})
+    a = alice.start()
+    a.sendline("/msg bob written before the crash")
+    a.expect_new(r"queued: written before the crash")
+    alice.kill()
+    b = bob.start()
+    a = alice.start()
+    b.expect(r"✉ message from alice .*\n  │ written before the crash", 60)
+    a.expect(r"→ bob · message \w+ delivered", 60)
+    b.sendline("/inbox")
+    b.expect_new(r"alice\s+thread \w+  1 in, 0 out")
+
+
+def test_an_undelivered_message_is_reported_expired(nodes):
+    alice, bob = nodes("alice"), nodes("bob")
+    alice.write_profile({"bob": (bob, "show", "")}, extra="[chat]\nttl_s = 3")
+    a = alice.start()
+    a.sendline("/msg bob nobody will read this")
+    a.expect_new(r"→ bob · message \w+ expired: not delivered within 3 s", 30)
+    a.sendline("/thread bob")
+    a.expect_new(r"→ you \[expired\]:\n  │ nobody will read this")
