@@ -147,7 +147,6 @@ class Node:
             self.chat.store,
             lambda: self.loaded.profile.peers,
             lambda: self.loaded.profile.chat,
-            lambda: self.loaded.system_prompt,
             lambda: self.registry,
             self.model,
             lambda peer_id, text, context, answered: self._send_reply(

@@ -69,7 +69,9 @@ def change_text(entry: Outgoing, state: str, detail: str) -> str:
     if state == "delivered":
         return f"{what} delivered" + (" (it had arrived before)" if detail == "duplicate" else "")
     if state == "expired":
-        return f"{what} expired: not delivered within {_duration(entry.expires_at - entry.queued_at)}"
+        return (
+            f"{what} expired: not delivered within {_duration(entry.expires_at - entry.queued_at)}"
+        )
     if state == "retrying":
         return f"{what} still queued, retrying: {visible(detail)}"
     return f"{what} {state}: {visible(detail)}"

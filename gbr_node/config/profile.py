@@ -269,6 +269,9 @@ class ChatConfig(_Frozen):
     person must step in (a `/msg` of theirs in the thread starts the count
     again), so two agents on "reply" cannot loop forever. `ttl_s`: how long an
     outgoing message is retried before it is reported expired (seconds).
+    `reply_system_prompt`: what the agent answering peers is told about this
+    node, after the node's own frame; the profile's `system_prompt` (which may
+    hold what only the person should know) is never given to it.
     """
 
     max_message_bytes: Annotated[int, Field(ge=1024, le=4 * 1024 * 1024)] = 64 * 1024
@@ -276,6 +279,7 @@ class ChatConfig(_Frozen):
     inbox_max_per_peer: Annotated[int, Field(ge=1, le=10_000_000)] = 10_000
     replies_per_thread: Annotated[int, Field(ge=0, le=1000)] = 5
     ttl_s: Annotated[float, Field(gt=0, le=30 * 86400)] = 86400.0
+    reply_system_prompt: str = ""
 
 
 class WatchConfig(_Frozen):

@@ -79,7 +79,7 @@ def test_the_model_sends_a_message_and_the_peers_agent_answers_in_the_thread(nod
     ("bob_trusts", "said"),
     [
         ("nobody", r"refused: the peer does not trust this node"),
-        ("off", r'refused: refused by the peer.s policy \(chat is off for us\)'),
+        ("off", r"refused: refused by the peer.s policy \(chat is off for us\)"),
     ],
 )
 def test_an_untrusted_or_chat_off_sender_is_refused_and_nothing_reaches_b(nodes, bob_trusts, said):
