@@ -11,6 +11,7 @@ expired. It also offers the model's `send_message` tool and the REPL's
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -123,6 +124,12 @@ class ChatDesk:
             message = new_message(text, role=role, context_id=context, in_reply_to=in_reply_to)
         except ValueError as exc:
             raise InvalidArguments(f"context_id: {exc}") from exc
+        size = len(json.dumps(message.wire()).encode())
+        limit = self._config().max_message_bytes
+        if size > limit:
+            raise InvalidArguments(
+                f"the message is too big: {size} bytes, [chat] max_message_bytes is {limit}"
+            )
         if role == "user":
             self.store.reset_replies(peer.peer_id, message.context_id)
         entry = self.outbox.send(peer.peer_id, alias, message, ttl_s=self._config().ttl_s)

@@ -45,11 +45,15 @@ class ChatNode:
         self.term: Terminal | None = None
 
     def write_profile(
-        self, peers: Mapping[str, tuple[ChatNode, str, str]], extra: str = ""
+        self,
+        peers: Mapping[str, tuple[ChatNode, str, str]],
+        extra: str = "",
+        system_prompt: str | None = None,
     ) -> None:
         """`.gbr_envs/default.toml`: the model server, our port, the trusted peers."""
+        prompt = system_prompt or f"You are the test agent of {self.name}."
         lines = [
-            'system_prompt = "You are the test agent of ' + self.name + '."',
+            f"system_prompt = {prompt!r}".replace("'", '"'),
             'protected_files = ["pyproject.toml"]',
             extra,
         ]
@@ -78,7 +82,7 @@ class ChatNode:
         child = spawn_node(self.project, "run", home=self.home, identity=self.identity.path)
         self.term = Terminal(child, timeout_s=30)
         self.term.expect("/help for commands")
-        self.term.expect(r"idle · ")
+        self.term.expect(r"idle · |● waiting for approval")
         return self.term
 
     def kill(self) -> None:
