@@ -126,13 +126,15 @@ class Outbox:
                 connected = set(self._connected()) if queued else set()
                 self._rushed &= connected
                 upcoming = [MAX_SLEEP_S]
+                first_seen: set[str] = set()  # a peer is due when its oldest message is
                 for entry in queued:
                     if entry.expires_at <= now:
                         self._settle(entry, "expired", "its time to live ran out undelivered")
                         continue
                     upcoming.append(entry.expires_at - now)
-                    if entry.peer_id in self._busy:
+                    if entry.peer_id in self._busy or entry.peer_id in first_seen:
                         continue
+                    first_seen.add(entry.peer_id)
                     if (
                         entry.peer_id in connected
                         and entry.next_attempt_at > now
