@@ -83,7 +83,10 @@ CASES: list[dict[str, Any]] = [
     },
     {
         "name": "02-duplicate",
-        "description": "A second copy of an accepted message_id (a retry after a lost ack) is acknowledged duplicate and kept nowhere.",
+        "description": (
+            "A second copy of an accepted message_id (a retry after a lost ack) is "
+            "acknowledged duplicate and kept nowhere."
+        ),
         "before": [send("m-2")],
         "request": send("m-2", request_id=2),
         "expect": {
@@ -116,27 +119,39 @@ CASES: list[dict[str, Any]] = [
     {
         "name": "04-untrusted",
         "caller": "untrusted",
-        "description": "A peer the receiver does not trust gets UNAUTHORIZED_PEER (-32001), id null, before anything of the stream is read.",
+        "description": (
+            "A peer the receiver does not trust gets UNAUTHORIZED_PEER (-32001), id null, "
+            "before anything of the stream is read."
+        ),
         "request": send("m-4"),
         "expect": {"error": {"id": None, "code": -32001}},
     },
     {
         "name": "05-chat-off",
         "caller": "chat_off",
-        "description": 'A trusted peer whose chat is "off" gets CHAT_REFUSED (-32006) with reason policy, id null, before its message is read.',
+        "description": (
+            'A trusted peer whose chat is "off" gets CHAT_REFUSED (-32006) with reason policy, '
+            "id null, before its message is read."
+        ),
         "request": send("m-5"),
         "expect": {"error": {"id": None, "code": -32006, "reason": "policy"}},
     },
     {
         "name": "06-too-big",
-        "description": "A length prefix above max_message_bytes is refused TOO_LARGE (-32004) as soon as it is read.",
+        "description": (
+            "A length prefix above max_message_bytes is refused TOO_LARGE (-32004) as soon as "
+            "it is read."
+        ),
         "request": send("m-6", text="x" * 2000),
         "expect": {"error": {"id": None, "code": -32004}},
     },
     {
         "name": "07-too-fast",
         "limits": {"messages_per_minute": 2},
-        "description": "More than messages_per_minute from one peer: CHAT_REFUSED, reason too_fast, with retry_after_s.",
+        "description": (
+            "More than messages_per_minute from one peer: CHAT_REFUSED, reason too_fast, with "
+            "retry_after_s."
+        ),
         "before": [send("m-7a"), send("m-7b")],
         "request": send("m-7c"),
         "expect": {"error": {"id": 1, "code": -32006, "reason": "too_fast"}},
@@ -144,7 +159,9 @@ CASES: list[dict[str, Any]] = [
     {
         "name": "08-inbox-full",
         "limits": {"inbox_max_per_peer": 1},
-        "description": "A peer with inbox_max_per_peer messages kept: CHAT_REFUSED, reason inbox_full.",
+        "description": (
+            "A peer with inbox_max_per_peer messages kept: CHAT_REFUSED, reason inbox_full."
+        ),
         "before": [send("m-8a")],
         "request": send("m-8b"),
         "expect": {"error": {"id": 1, "code": -32006, "reason": "inbox_full"}},
