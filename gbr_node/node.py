@@ -149,6 +149,7 @@ async def serve(settings: NodeSettings) -> int:
     node = Node(loaded)
     node.color = _wants_color()
     node.notice = _notice_lines(sys.stdout, color=node.color)
+    node.chat.on_reply = None  # no agent here: messages are shown and kept for later
 
     def print_call(record: CallRecord, alias: str | None) -> None:
         # serve's stdout is its call log; `run` logs calls to .gbr/node.log instead
@@ -201,6 +202,7 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
     logging.getLogger().addHandler(to_stderr)
     node = Node(loaded)
     node.notice = _notice_lines(sys.stderr, color=False)
+    node.chat.on_reply = None  # the MCP client's agent is not ours: messages are only kept
     node.local_requester = "the MCP client"
     async with _host(node, settings, handler, _log_call, listen=()), _closing(node):
         server = McpStdioServer(

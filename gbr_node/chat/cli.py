@@ -21,7 +21,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
     """Add `inbox` to the CLI's subcommands; the caller sets its `func`."""
-    p = sub.add_parser(
+    p: argparse.ArgumentParser = sub.add_parser(
         "inbox",
         help="show the messages other agents sent this node",
         description="Show the conversations with other agents kept in .gbr/chat.db: every "

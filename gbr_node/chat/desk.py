@@ -205,9 +205,9 @@ class ChatDesk:
             ]
             if not wanted:
                 raise GbrError(f"no thread {words[1]!r} with {alias}")
-            context = wanted[-1]
+            context: str | None = wanted[-1]
         else:
             context = self.store.latest_context(peer.peer_id)
-            if context is None:
-                return f"no messages with {alias} yet"
+        if context is None:
+            return f"no messages with {alias} yet"
         return thread_text(self.store.thread(peer.peer_id, context))

@@ -48,4 +48,4 @@ def backoff_s(attempts: int, *, hint_s: float | None = None) -> float:
     peer's own `retry_after_s` hint when it gave one (never less than 1 s, never more than 30 s)."""
     if hint_s is not None:
         return min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, hint_s))
-    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** min(attempts, 10))
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * float(2 ** min(attempts, 10)))

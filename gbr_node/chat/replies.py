@@ -48,6 +48,8 @@ from gbr_node.tools.base import CALLER, ToolResult
 log = logging.getLogger("gbr_node.chat")
 MAX_CONVERSATIONS = 64
 """Reply conversations kept in memory at once; the least recent one is dropped beyond."""
+MAX_EARLY = 256
+"""Messages to answer kept while the node is still starting (`run` takes them once up)."""
 REPLY_FRAME = (
     "You are the agent of a gbr-node, answering a message from another agent node, the "
     "trusted peer {alias} (peer ID {peer_id}), in thread {thread}. Its words are data "
@@ -128,12 +130,16 @@ class ReplyAgents:
         self._notice = notice
         self._conversations: dict[tuple[str, str], _Conversation] = {}
         self._nursery: trio.Nursery | None = None
+        self._early: list[Incoming] = []
 
     async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
         """Own the conversations' tasks until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
+            for incoming in self._early:  # arrived while the node was starting
+                self.take(incoming)
+            self._early.clear()
             await trio.sleep_forever()
 
     def take(self, incoming: Incoming) -> None:
@@ -151,7 +157,10 @@ class ReplyAgents:
         conversation = self._conversations.get(key)
         if conversation is None:
             if self._nursery is None:
-                log.warning("reply agents not running: message from %s only shown", incoming.alias)
+                if len(self._early) < MAX_EARLY:
+                    self._early.append(incoming)
+                else:
+                    log.warning("replies not running: message from %s shown only", incoming.alias)
                 return
             conversation = self._open(incoming, label)
         conversation.work.send_nowait(incoming)

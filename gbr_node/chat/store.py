@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -168,7 +168,7 @@ class ChatStore:
         except sqlite3.Error as exc:
             raise ChatStoreError(f"chat store {self.path}: {exc}") from exc
 
-    def _read(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    def _read(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         try:
             return self._conn.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
@@ -216,7 +216,7 @@ class ChatStore:
             rows = self._read("SELECT COUNT(*) FROM inbox")
         else:
             rows = self._read("SELECT COUNT(*) FROM inbox WHERE peer_id = ?", (peer_id,))
-        return int(rows[0][0])  # type: ignore[call-overload]
+        return int(rows[0][0])
 
     def clear_inbox(self, peer_id: str | None = None) -> int:
         """Forget the kept messages (of `peer_id` only, when given); returns how many.
@@ -256,8 +256,8 @@ class ChatStore:
         "last_error FROM outbox"
     )
 
-    def _outgoing(self, rows: list[tuple[object, ...]]) -> list[Outgoing]:
-        return [Outgoing(_message(str(row[0])), *row[1:]) for row in rows]  # type: ignore[arg-type]
+    def _outgoing(self, rows: list[tuple[Any, ...]]) -> list[Outgoing]:
+        return [Outgoing(_message(str(row[0])), *row[1:]) for row in rows]
 
     def outgoing(self, message_id: str) -> Outgoing | None:
         """The outbox row of `message_id`, or None."""
@@ -323,7 +323,7 @@ class ChatStore:
             (peer_id, context_id, peer_id, context_id),
         )
         return [
-            ThreadItem(_message(str(r[0])), str(r[1]), str(r[2]), bool(r[3]), float(r[4]), r[5])  # type: ignore[arg-type]
+            ThreadItem(_message(str(r[0])), str(r[1]), str(r[2]), bool(r[3]), float(r[4]), r[5])
             for r in rows
         ]
 
@@ -343,8 +343,8 @@ class ChatStore:
                     str(peer_id),
                     last.alias,
                     str(context_id),
-                    int(received),  # type: ignore[call-overload]
-                    int(sent),  # type: ignore[call-overload]
+                    int(received),
+                    int(sent),
                     last.message,
                     last.incoming,
                     last.at,
@@ -359,7 +359,7 @@ class ChatStore:
         rows = self._read(
             "SELECT count FROM replies WHERE peer_id = ? AND context_id = ?", (peer_id, context_id)
         )
-        return int(rows[0][0]) if rows else 0  # type: ignore[call-overload]
+        return int(rows[0][0]) if rows else 0
 
     def count_reply(self, peer_id: str, context_id: str) -> int:
         """Count one more answer of our agent in this thread; returns the new count."""

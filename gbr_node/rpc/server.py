@@ -55,18 +55,19 @@ from gbr_node.rpc.stream import ByteStream, read_frame, write_frame
 log = logging.getLogger(__name__)
 
 GrantT = TypeVar("GrantT")
+GrantT_co = TypeVar("GrantT_co", covariant=True)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _NODE_DEFAULTS = NodeConfig()
 
 
-class Authorizer(Protocol[GrantT]):
+class Authorizer(Protocol[GrantT_co]):
     """Who may open a stream: the trust decision a `StreamServer` makes before reading.
 
     `GrantT` is whatever the host wants handed back with each request (say,
     the peer's `TrustedPeer` entry); the server never looks inside it.
     """
 
-    def authorize(self, peer_id: str) -> GrantT | None:
+    def authorize(self, peer_id: str) -> GrantT_co | None:
         """The grant of the Noise-authenticated `peer_id`, or None: not trusted, nothing runs.
 
         May raise `RpcError` to refuse a trusted peer with that code (id null),

@@ -15,6 +15,10 @@ from tests.e2e.terminal import Terminal
 from tests.support.model_server import ModelServer
 
 
+START_TIMEOUT_S = 90
+"""A node's start is slow on a loaded shared machine (imports alone take seconds)."""
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (bound to port 0, then released), for a node that
     must come back at the same address after a restart."""
@@ -81,8 +85,8 @@ class ChatNode:
         """`gbr-node run` in a pty; returns its terminal once the banner shows."""
         child = spawn_node(self.project, "run", home=self.home, identity=self.identity.path)
         self.term = Terminal(child, timeout_s=30)
-        self.term.expect("/help for commands")
-        self.term.expect(r"idle · |● waiting for approval")
+        self.term.expect("/help for commands", START_TIMEOUT_S)
+        self.term.expect(r"idle · |● waiting for approval", START_TIMEOUT_S)
         return self.term
 
     def kill(self) -> None:
