@@ -26,8 +26,9 @@ from gbr_node.chat.present import (
     queued_text,
     thread_text,
 )
+from gbr_node.chat.records import Outgoing
 from gbr_node.chat.server import Incoming, ProfileChatHost
-from gbr_node.chat.store import ChatStore, Outgoing
+from gbr_node.chat.store import ChatStore
 from gbr_node.config.profile import ChatConfig, TrustedPeer
 from gbr_node.errors import GbrError, InvalidArguments
 

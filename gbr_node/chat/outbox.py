@@ -25,7 +25,8 @@ import trio
 
 from gbr_node.chat.limits import backoff_s
 from gbr_node.chat.messages import REASON_TEXT, TRANSIENT, Ack, ChatMessage
-from gbr_node.chat.store import ChatStore, Outgoing, State
+from gbr_node.chat.records import Outgoing, State
+from gbr_node.chat.store import ChatStore
 from gbr_node.errors import GbrError, RpcError
 from gbr_node.rpc import codes
 

@@ -13,7 +13,7 @@ import json
 import time
 
 from gbr_node.chat.messages import ChatMessage
-from gbr_node.chat.store import Outgoing, ThreadItem, ThreadSummary
+from gbr_node.chat.records import Outgoing, ThreadItem, ThreadSummary
 from gbr_node.textcells import visible
 
 GUTTER = "  │ "

@@ -24,16 +24,15 @@ import pathlib
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from gbr_node.chat.messages import ChatMessage
+from gbr_node.chat.records import Outgoing, State, ThreadItem, ThreadSummary
 from gbr_node.errors import GbrError
 
 BUSY_TIMEOUT_MS = 10_000
-State = Literal["queued", "delivered", "refused", "expired"]
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS inbox (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -75,47 +74,6 @@ class ChatStoreError(GbrError):
 def default_path(project_dir: str | pathlib.Path) -> pathlib.Path:
     """`<project_dir>/.gbr/chat.db`, where a node keeps its inbox and outbox."""
     return pathlib.Path(project_dir) / ".gbr" / "chat.db"
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    """One outbox row: a message to `peer_id` (`alias` when queued) and where it stands."""
-
-    message: ChatMessage
-    peer_id: str
-    alias: str
-    state: State
-    queued_at: float
-    expires_at: float
-    attempts: int
-    next_attempt_at: float
-    last_error: str | None
-
-
-@dataclass(frozen=True)
-class ThreadItem:
-    """One message of a thread, either way: `incoming` from the peer, else ours (with `state`)."""
-
-    message: ChatMessage
-    peer_id: str
-    alias: str
-    incoming: bool
-    at: float
-    state: State | None = None
-
-
-@dataclass(frozen=True)
-class ThreadSummary:
-    """A thread for `/inbox`: peer, thread id, message counts, the last message and its time."""
-
-    peer_id: str
-    alias: str
-    context_id: str
-    received: int
-    sent: int
-    last: ChatMessage
-    last_incoming: bool
-    last_at: float
 
 
 def _message(body: str) -> ChatMessage:

@@ -14,7 +14,6 @@ from tests.e2e.p2p_helpers import Identity
 from tests.e2e.terminal import Terminal
 from tests.support.model_server import ModelServer
 
-
 START_TIMEOUT_S = 90
 """A node's start is slow on a loaded shared machine (imports alone take seconds)."""
 
