@@ -270,6 +270,13 @@ def cmd_model(args: argparse.Namespace) -> int:
     return trio.run(node.describe_model, _settings(args))
 
 
+def cmd_inbox(args: argparse.Namespace) -> int:
+    """Show the messages other agents sent: `gbr-node inbox [ALIAS] [--thread ID] [--clear]`."""
+    from gbr_node.chat import cli as inbox_cli
+
+    return inbox_cli.main(_project_dir(args), args, sys.stdout)
+
+
 def cmd_id(args: argparse.Namespace) -> int:
     """Print this node's peer ID and multiaddrs: `gbr-node id`."""
     from gbr_node import node
@@ -419,8 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_model)
 
     from gbr_node.approvals.cli import add_parser as add_approvals_parser
+    from gbr_node.chat.cli import add_parser as add_inbox_parser
 
     add_approvals_parser(sub)
+    add_inbox_parser(sub).set_defaults(func=cmd_inbox)
 
     p = _command(sub, "init", "create .gbr_envs/default.toml here if absent")
     p.set_defaults(func=cmd_init)

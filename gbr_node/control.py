@@ -34,6 +34,11 @@ from gbr_node.approvals import cli as approvals_cli
 from gbr_node.approvals.desk import LOCAL, ApprovalDesk
 from gbr_node.approvals.review import colour_diff
 from gbr_node.approvals.state import Approval
+from gbr_node.chat.desk import ChatDesk
+from gbr_node.chat.messages import Ack, ChatMessage
+from gbr_node.chat.replies import ReplyAgents
+from gbr_node.chat.store import ChatStore
+from gbr_node.chat.store import default_path as chat_path
 from gbr_node.checks.plan import CheckSpec, CheckTarget
 from gbr_node.checks.verdict import full_report
 from gbr_node.config.events import ProfileRejected, UpdateEnv
@@ -51,6 +56,7 @@ from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL, EMBEDDED_TOOLS
 from gbr_node.llm.settings import ClientSettings
 from gbr_node.mcp.mounts import Mounts
 from gbr_node.mcp.toolset import NodeTools
+from gbr_node.p2p.chat import send_chat
 from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import notify_peer
@@ -136,6 +142,26 @@ class Node:
         self.tool_listeners: list[Callable[[], None]] = []
         self.mounts = Mounts(self.tools_changed, lambda text: self.notice(text))
         self.apply_profile(loaded)
+        self.chat = ChatDesk(
+            ChatStore(chat_path(loaded.project_dir)),
+            lambda: self.loaded.profile.peers,
+            lambda: self.loaded.profile.chat,
+            self._deliver_chat,
+            lambda text: self.notice(text),
+            connected=lambda: self.host.connected_peers() if self.host else (),
+        )
+        self.replies = ReplyAgents(
+            self.chat.store,
+            lambda: self.loaded.profile.peers,
+            lambda: self.loaded.profile.chat,
+            lambda: self.registry,
+            self.model,
+            lambda peer_id, text, context, answered: self._send_reply(
+                peer_id, text, context, answered
+            ),
+            lambda text: self.notice(text),
+        )
+        self.chat.on_reply = self.replies.take
         self.dispatcher = Dispatcher(lambda: self.registry)
         self.peers: PeerDirectory | None = None
         self._heard: set[tuple[str, int]] = set()
@@ -198,6 +224,46 @@ class Node:
     def limits(self) -> Limits:
         """The RPC limits of the profile's `[node]` table."""
         return Limits.from_config(self.loaded.profile.node)
+
+    def chat_limits(self) -> Limits:
+        """The limits of the chat plane: the `[node]` ones, with `[chat] max_message_bytes`."""
+        return replace(self.limits(), max_message_bytes=self.loaded.profile.chat.max_message_bytes)
+
+    async def _deliver_chat(self, peer_id: str, message: ChatMessage) -> Ack:
+        """Send one chat message to a trusted peer (the outbox's `deliver`), dialing it at
+        the addresses the profile gives if needed."""
+        if self.host is None:
+            raise GbrError("this node has no libp2p host")
+        for peer in self.loaded.profile.peers.values():
+            if peer.peer_id == peer_id:
+                self.host.add_addrs(peer_id, peer.addrs)
+        limits = self.limits()
+        return await send_chat(
+            self.host,
+            peer_id,
+            message,
+            max_message_bytes=limits.max_message_bytes,
+            timeout_s=limits.read_timeout_s,
+        )
+
+    def _send_reply(self, peer_id: str, text: str, context_id: str, answered: str) -> None:
+        """Queue our agent's answer to a peer on "reply" in the thread it answers."""
+        try:
+            self.chat.send(peer_id, text, role="agent", context_id=context_id, in_reply_to=answered)
+        except GbrError as exc:  # the peer was dropped from the profile meanwhile
+            self.notice(f"{YELLOW}answer not sent: {exc}{RESET}")
+
+    async def chat_command(self, name: str, args: str) -> str:
+        """`/msg ALIAS TEXT`, `/inbox`, `/thread ALIAS [THREAD]` (issue 19)."""
+        if name == "inbox":
+            return self.chat.inbox_text()
+        if name == "thread":
+            return self.chat.thread_text(args)
+        alias, _, text = args.strip().partition(" ")
+        if not text.strip():
+            raise GbrError("usage: /msg ALIAS TEXT")
+        self.chat.send(alias, text.strip(), role="user")
+        return ""
 
     def is_trusted(self, peer_id: str) -> bool:
         """True when the active profile trusts `peer_id`."""

@@ -30,6 +30,7 @@ from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, re
 from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
+from gbr_node.chat.server import ChatServer
 from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
 from gbr_node.config.profile import ModelConfig, TrustedPeer
 from gbr_node.config.watcher import ProfileWatcher
@@ -40,6 +41,7 @@ from gbr_node.llm.client import ModelClient
 from gbr_node.llm.local import describe as describe_local
 from gbr_node.llm.local import local_model_available, local_model_server
 from gbr_node.llm.settings import ClientSettings
+from gbr_node.p2p.chat import serve_chat
 from gbr_node.p2p.host import P2PHost, open_host, parse_target
 from gbr_node.p2p.identity import default_identity_path, load_or_create_identity, peer_id_of
 from gbr_node.p2p.remote import PeerDirectory
@@ -129,8 +131,10 @@ def _serving(node: Node, host: P2PHost, on_call: CallLog) -> P2PHost:
         node.limits,
         on_call=lambda record: on_call(record, tool_host.alias_of(record.peer_id)),
     )
+    serve_chat(host, ChatServer(node.chat.host, node.chat_limits()), node.chat_limits)
     node.host = host
     node.peers = PeerDirectory(host, lambda: node.loaded.profile.peers, node.limits)
+    node.peers.send_message = node.chat.send_message_tool
     node.dispatcher.remote = node.peers
     return host
 
@@ -146,6 +150,7 @@ async def serve(settings: NodeSettings) -> int:
     node = Node(loaded)
     node.color = _wants_color()
     node.notice = _notice_lines(sys.stdout, color=node.color)
+    node.chat.on_reply = None  # no agent here: messages are shown and kept for later
 
     def print_call(record: CallRecord, alias: str | None) -> None:
         # serve's stdout is its call log; `run` logs calls to .gbr/node.log instead
@@ -198,6 +203,7 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
     logging.getLogger().addHandler(to_stderr)
     node = Node(loaded)
     node.notice = _notice_lines(sys.stderr, color=False)
+    node.chat.on_reply = None  # the MCP client's agent is not ours: messages are only kept
     node.local_requester = "the MCP client"
     async with _host(node, settings, handler, _log_call, listen=()), _closing(node):
         server = McpStdioServer(
@@ -449,6 +455,7 @@ async def _run_node(
         if confinement is not None:
             say(f"{DIM}{confinement}{RESET}")
         await nursery.start(runtime.run)
+        await nursery.start(node.replies.run)
         node.notice = repl.notice
         node.color = repl.color
         await _start_background(node, nursery)
@@ -504,9 +511,10 @@ async def _close_clients(node: Node) -> None:
 
 async def _start_background(node: Node, nursery: trio.Nursery) -> None:
     """Start the mounted MCP servers (GBR-MCP-01), hot reload (ADR-0012a) and the
-    approval desk (EVD-AI-01) in `nursery`."""
+    approval desk (EVD-AI-01) and the chat outbox (EVD-AI-02) in `nursery`."""
     await nursery.start(node.mounts.run)
     await nursery.start(node.desk.run)
+    await nursery.start(node.chat.outbox.run)
     nursery.start_soon(node.redeliver_forever)
     nursery.start_soon(node.keep_library_current)
     await _start_watcher(node, nursery)

@@ -25,7 +25,8 @@ announced as such, in the same one line as the reload (`control.Node`):
   at another URL, or offering more of its tools (a mounted server runs
   outside the sandbox with the person's rights, GBR-MCP-01);
 - peers newly trusted (a new alias, or an alias now naming another peer ID)
-  and tools newly granted to a peer;
+  and tools newly granted to a peer; a peer's `chat` raised ("off" <
+  "show" < "reply": its messages now reach the person, or our agent);
 - listen addresses that reach beyond this machine (not loopback) added.
 
 Limits (timeouts, sizes), the model and the prompt are not rules of the
@@ -42,6 +43,7 @@ from gbr_node.config.profile import ALL_LOCAL_TOOLS, CommandRule, Profile, Tools
 if TYPE_CHECKING:
     from gbr_node.config.changes import Snapshot
 
+_CHAT_LEVELS = {"off": 0, "show": 1, "reply": 2}
 _LOOPBACK_PREFIXES = ("/ip4/127.", "/ip6/::1/", "/dns/localhost/", "/dns4/localhost/")
 
 
@@ -135,6 +137,8 @@ def _peer_loosenings(old: Profile, new: Profile) -> list[str]:
             and (granted := [t for t in peer.tools if t not in was.tools])
         ):
             found.append(f"peer {alias} newly granted {', '.join(granted)}")
+        if was is not None and _CHAT_LEVELS[peer.chat] > _CHAT_LEVELS[was.chat]:
+            found.append(f'peer {alias} chat now "{peer.chat}" (was "{was.chat}")')
     return found
 
 

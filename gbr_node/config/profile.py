@@ -15,7 +15,8 @@ Shape (every key optional; defaults below):
                  context_tokens, prices
     [local]      model (the embedded model to run when nothing else is configured)
     [node]       listen multiaddrs and RPC limits
-    [peers.ALIAS] peer_id, addrs, tools
+    [peers.ALIAS] peer_id, addrs, tools, chat ("off" | "show" | "reply")
+    [chat]       limits of agent-to-agent messages (/gbr/chat/1.0.0)
     [mcp_servers.NAME] command (argv) and env, or url; tools; timeout_s
     [watch]      poll_interval_s
     [library]    environments, sources, prelookup, context_tokens
@@ -201,11 +202,19 @@ class TrustedPeer(_Frozen):
     A mounted server runs outside the sandbox with the person's rights, so
     `"*"` alone never grants its tools (GBR-MCP-01): they must be named, or
     granted with `"mcp_servers"`.
+
+    `chat` says what this node does with the peer's `/gbr/chat/1.0.0` messages
+    (EVD-AI-02): "off" refuses them (the default: a peer trusted for tools is
+    not thereby allowed to talk to the person), "show" shows and keeps them for
+    the person only, "reply" also lets this node's agent answer them, in a
+    conversation of its own per thread, with this peer's `tools` grant and
+    nothing more. Any other value is a profile error (GBR-FAIL-01).
     """
 
     peer_id: Annotated[str, Field(pattern=PEER_ID)]
     addrs: tuple[Annotated[str, Field(pattern=DIAL_MULTIADDR)], ...] = ()
     tools: tuple[str, ...] | Literal["*"] = ()
+    chat: Literal["off", "show", "reply"] = "off"
 
     def may_call(self, tool: str) -> bool:
         """True when this peer is granted `tool` (a mounted one only by name or `mcp_servers`)."""
@@ -246,6 +255,31 @@ class McpServerConfig(_Frozen):
     def takes(self, tool: str) -> bool:
         """True when the server's tool `tool` is to be offered (`tools` is "*" or names it)."""
         return self.tools == "*" or tool in self.tools
+
+
+class ChatConfig(_Frozen):
+    """`[chat]`: limits of agent-to-agent messages (`/gbr/chat/1.0.0`, EVD-AI-02).
+
+    `max_message_bytes`: cap on one message frame (bytes); a bigger one is
+    refused "too_big" as soon as its length prefix is read. `messages_per_minute`:
+    messages accepted from one peer in any 60 s window; more are refused
+    "too_fast". `inbox_max_per_peer`: messages kept from one peer; more are
+    refused "inbox_full" until the person clears the inbox. `replies_per_thread`:
+    answers this node's agent sends in one thread (`chat = "reply"`) before the
+    person must step in (a `/msg` of theirs in the thread starts the count
+    again), so two agents on "reply" cannot loop forever. `ttl_s`: how long an
+    outgoing message is retried before it is reported expired (seconds).
+    `reply_system_prompt`: what the agent answering peers is told about this
+    node, after the node's own frame; the profile's `system_prompt` (which may
+    hold what only the person should know) is never given to it.
+    """
+
+    max_message_bytes: Annotated[int, Field(ge=1024, le=4 * 1024 * 1024)] = 64 * 1024
+    messages_per_minute: Annotated[int, Field(ge=1, le=100_000)] = 60
+    inbox_max_per_peer: Annotated[int, Field(ge=1, le=10_000_000)] = 10_000
+    replies_per_thread: Annotated[int, Field(ge=0, le=1000)] = 5
+    ttl_s: Annotated[float, Field(gt=0, le=30 * 86400)] = 86400.0
+    reply_system_prompt: str = ""
 
 
 class WatchConfig(_Frozen):
@@ -383,6 +417,7 @@ class Profile(_Frozen):
     node: NodeConfig = NodeConfig()
     peers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], TrustedPeer] = {}
     mcp_servers: dict[Annotated[str, Field(pattern=MCP_SERVER_NAME)], McpServerConfig] = {}
+    chat: ChatConfig = ChatConfig()
     watch: WatchConfig = WatchConfig()
     library: LibraryConfig = LibraryConfig()
     checks: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], CheckSet] = {}

@@ -11,11 +11,12 @@ that into an error result for the model.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
 
+from gbr_node.chat.desk import SEND_MESSAGE_SPEC
 from gbr_node.config.profile import TrustedPeer
 from gbr_node.errors import GbrError, UnknownTool
 from gbr_node.p2p.host import P2PHost
@@ -68,17 +69,21 @@ class PeerDirectory:
         self._peers = peers
         self._limits = limits
         self._tools: dict[str, list[dict[str, Any]]] = {}
+        self.send_message: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+        """The chat desk's `send_message` tool (EVD-AI-02), offered with the peer tools when set."""
         self.awaiting: set[tuple[str, int]] = set()
         """(peer ID, approval_id) of "pending_approval" results our calls got: their
         outcomes, when the peer notifies them, are for this node's agent."""
 
     def handles(self, name: str) -> bool:
-        """True for `list_peers`, `dial_peer` and `ALIAS__TOOL` names."""
-        return name in ("list_peers", "dial_peer") or SEPARATOR in name
+        """True for `list_peers`, `dial_peer`, `send_message` and `ALIAS__TOOL` names."""
+        return name in ("list_peers", "dial_peer", "send_message") or SEPARATOR in name
 
     def specs(self) -> list[dict[str, Any]]:
-        """MCP specs: our two peer tools, then each known peer's granted tools."""
+        """MCP specs: our peer tools (and `send_message`), then each known peer's granted tools."""
         specs = [dict(spec) for spec in PEER_TOOLS]
+        if self.send_message is not None:
+            specs.append(dict(SEND_MESSAGE_SPEC))
         trusted = self._peers()
         for alias, tools in self._tools.items():
             if alias not in trusted:
@@ -177,6 +182,10 @@ class PeerDirectory:
             return _text("\n".join(self.lines()) or "no trusted peers in the active profile")
         if name == "dial_peer":
             return _text(await self.dial(str(arguments.get("peer", ""))))
+        if name == "send_message":
+            if self.send_message is None:
+                raise UnknownTool("no tool named 'send_message' on this node")
+            return await self.send_message(arguments)
         alias, _, tool = name.partition(SEPARATOR)
         peer = self._peers().get(alias)
         if peer is None:

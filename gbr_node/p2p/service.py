@@ -50,15 +50,21 @@ def serve_mcp(
         server.limits = limits()
         await server.handle_stream(stream, peer_id)
         if tool_host.authorize(peer_id) is None:
-            # Closing the connection at once can lose the answer in flight (js-libp2p
-            # drops unread stream data on GO_AWAY): let the peer read it and leave.
-            with trio.move_on_after(UNTRUSTED_LINGER_S):
-                while peer_id in host.connected_peers():
-                    await trio.sleep(0.05)
-            await host.disconnect(peer_id)
+            await part_with_untrusted(host, peer_id)
 
     host.set_stream_handler(MCP_PROTOCOL, handle, require_trust=False)
     return server
+
+
+async def part_with_untrusted(host: P2PHost, peer_id: str) -> None:
+    """Close the connection of an untrusted peer that has had its "unauthorized" answer:
+    once it leaves, or `UNTRUSTED_LINGER_S` seconds after the answer at the latest."""
+    # Closing the connection at once can lose the answer in flight (js-libp2p
+    # drops unread stream data on GO_AWAY): let the peer read it and leave.
+    with trio.move_on_after(UNTRUSTED_LINGER_S):
+        while peer_id in host.connected_peers():
+            await trio.sleep(0.05)
+    await host.disconnect(peer_id)
 
 
 def describe_call(record: CallRecord, alias: str | None) -> str:

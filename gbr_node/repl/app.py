@@ -28,6 +28,7 @@ from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.errors import GbrError
 from gbr_node.repl.commands import (
     APPROVAL_COMMANDS,
+    CHAT_COMMANDS,
     CommandError,
     SlashCommand,
     complete,
@@ -70,6 +71,10 @@ class NodeControl(Protocol):
     async def with_library_context(self, prompt: UserPrompt) -> UserPrompt: ...
 
     async def check_command(self, args: str) -> str: ...
+
+    async def chat_command(self, name: str, args: str) -> str:
+        """`/msg ALIAS TEXT`, `/inbox`, `/thread ALIAS [THREAD]`."""
+        ...
 
     def edit_approval(self, args: str) -> str:
         """`/edit N`, run in a worker thread while it owns the terminal."""
@@ -283,6 +288,10 @@ class Repl:
                 out(await node.lib_command(cmd.args))
             elif cmd.name == "check":
                 out(await node.check_command(cmd.args))
+            elif cmd.name in CHAT_COMMANDS:
+                text = await node.chat_command(cmd.name, cmd.args)
+                if text:
+                    out(text)
             elif cmd.name == "edit":
                 future = self._screen.suspend(lambda: node.edit_approval(cmd.args))
                 out(await trio.to_thread.run_sync(future.result))

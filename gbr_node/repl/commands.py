@@ -33,10 +33,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reject": ("N [REASON]", "refuse approval N; the reason reaches the requester"),
     "edit": ("N", "open $EDITOR on approval N's content; the edited text is written"),
     "lib": ("QUERY", "search the installed libraries' source (what search_library sees)"),
+    "msg": ("ALIAS TEXT", "send TEXT to the trusted peer ALIAS (queued until delivered)"),
+    "inbox": ("", "list the conversations with other agents"),
+    "thread": ("ALIAS [THREAD]", "show the latest (or THREAD's) conversation with ALIAS"),
     "quit": ("", "leave (Ctrl-D also leaves; Ctrl-C stops the current answer)"),
 }
 ALIASES = {"suggestion": "s", "exit": "quit", "q": "quit", "?": "help"}
-NEEDS_ARGUMENT = {"s", "dial", "show", "approve", "reject", "edit", "lib"}
+NEEDS_ARGUMENT = {"s", "dial", "show", "approve", "reject", "edit", "lib", "msg", "thread"}
+CHAT_COMMANDS = {"msg", "inbox", "thread"}
 APPROVAL_COMMANDS = {"approvals", "show", "approve", "reject", "edit"}
 
 
@@ -90,6 +94,8 @@ def help_text() -> str:
 
 ARGUMENT_KINDS = {
     "dial": "alias",
+    "msg": "alias",
+    "thread": "alias",
     "show": "approval",
     "approve": "approval",
     "reject": "approval",

@@ -26,6 +26,9 @@ SECURITY_VIOLATION = -32002
 CALL_TIMEOUT = -32003
 TOO_LARGE = -32004
 BUSY = -32005
+CHAT_REFUSED = -32006
+"""`/gbr/chat/1.0.0`: a message refused by the receiver's policy or limits; `data.reason`
+says which (protocols/gbr-chat-1.0.0.md)."""
 
 CODE_NAMES: dict[int, str] = {
     PARSE_ERROR: "parse error",
@@ -38,6 +41,7 @@ CODE_NAMES: dict[int, str] = {
     CALL_TIMEOUT: "call timeout",
     TOO_LARGE: "too large",
     BUSY: "busy",
+    CHAT_REFUSED: "chat refused",
 }
 
 
@@ -77,6 +81,11 @@ class PeerBusy(RpcError):
     """The peer is already running its limit of concurrent calls for us (BUSY); retry later."""
 
 
+class ChatRefused(RpcError):
+    """The peer refused our chat message (CHAT_REFUSED): `data["reason"]` is
+    "policy", "too_fast" or "inbox_full" (protocols/gbr-chat-1.0.0.md)."""
+
+
 _ERROR_CLASSES: dict[int, type[RpcError]] = {
     PARSE_ERROR: RequestRejected,
     INVALID_REQUEST: RequestRejected,
@@ -88,6 +97,7 @@ _ERROR_CLASSES: dict[int, type[RpcError]] = {
     CALL_TIMEOUT: PeerCallTimeout,
     TOO_LARGE: MessageTooLarge,
     BUSY: PeerBusy,
+    CHAT_REFUSED: ChatRefused,
 }
 
 

@@ -55,20 +55,29 @@ from gbr_node.rpc.stream import ByteStream, read_frame, write_frame
 log = logging.getLogger(__name__)
 
 GrantT = TypeVar("GrantT")
+GrantT_co = TypeVar("GrantT_co", covariant=True)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _NODE_DEFAULTS = NodeConfig()
 
 
-class ToolHost(Protocol[GrantT]):
-    """What the server serves: trust decisions and tools (implemented by the node).
+class Authorizer(Protocol[GrantT_co]):
+    """Who may open a stream: the trust decision a `StreamServer` makes before reading.
 
-    `GrantT` is whatever the host wants handed back with each call (say, the
-    peer's `TrustedPeer` entry); the server never looks inside it.
+    `GrantT` is whatever the host wants handed back with each request (say,
+    the peer's `TrustedPeer` entry); the server never looks inside it.
     """
 
-    def authorize(self, peer_id: str) -> GrantT | None:
-        """The grant of the Noise-authenticated `peer_id`, or None: not trusted, nothing runs."""
+    def authorize(self, peer_id: str) -> GrantT_co | None:
+        """The grant of the Noise-authenticated `peer_id`, or None: not trusted, nothing runs.
+
+        May raise `RpcError` to refuse a trusted peer with that code (id null),
+        still before anything of its stream is read (`/gbr/chat/1.0.0`'s
+        "refused by policy")."""
         ...
+
+
+class ToolHost(Authorizer[GrantT], Protocol[GrantT]):
+    """What the `/gbr/mcp/1.0.0` server serves: trust decisions and tools (the node)."""
 
     def list_tools(self, grant: GrantT) -> list[dict[str, Any]]:
         """MCP tool descriptions `{name, description, inputSchema}` of the granted tools only."""
@@ -172,21 +181,26 @@ class _Outcome:
     note: str | None = None
 
 
-class RpcServer(Generic[GrantT]):
-    """Serves `/gbr/mcp/1.0.0` streams from any number of peers with shared per-peer limits.
+class StreamServer(Generic[GrantT]):
+    """One JSON-RPC request and its response per stream, admitted before it is read.
 
-    `on_call`, when given, is called with a `CallRecord` after each answered
-    stream (its exceptions are logged and ignored).
+    The part every protocol of the node served this way shares (`/gbr/mcp/1.0.0`
+    here, `/gbr/chat/1.0.0` in chat/): trust, per-peer slots, the read
+    deadline, decoding, error responses, cancellation when the caller goes
+    away. Subclasses define the methods (`_dispatch`) and, if they take any,
+    notifications (`_notify`). `on_call`, when given, is called with a
+    `CallRecord` after each answered stream (its exceptions are logged and
+    ignored).
     """
 
     def __init__(
         self,
-        host: ToolHost[GrantT],
+        authorizer: Authorizer[GrantT],
         limits: Limits | None = None,
         *,
         on_call: Callable[[CallRecord], None] | None = None,
     ) -> None:
-        self.host = host
+        self.authorizer = authorizer
         self.limits = limits or Limits()
         self._on_call = on_call
         self._slots = PeerSlots()
@@ -226,7 +240,12 @@ class RpcServer(Generic[GrantT]):
 
     async def _admit_and_serve(self, stream: ByteStream, peer_id: str, outcome: _Outcome) -> None:
         try:
-            grant = self.host.authorize(peer_id)
+            grant = self.authorizer.authorize(peer_id)
+        except RpcError as exc:
+            await self._respond(
+                stream, error_response(None, exc.code, exc.message, exc.data), outcome
+            )
+            return
         except Exception:
             log.exception("deciding whether %s is trusted failed", peer_id)
             refusal = error_response(None, codes.INTERNAL_ERROR, "internal error while authorizing")
@@ -288,11 +307,65 @@ class RpcServer(Generic[GrantT]):
 
     async def _dispatch(self, request: Request, grant: GrantT, outcome: _Outcome) -> dict[str, Any]:
         """Run one method; return its result object or raise `RpcError` with the code to send."""
+        raise RpcError(codes.METHOD_NOT_FOUND, f"method not found: {request.method}")
+
+    async def _notify(self, notification: Notification, peer_id: str, grant: GrantT) -> None:
+        """Take a notification; by default it is logged and dropped."""
+        log.info("notification %s from %s dropped", notification.method, peer_id)
+
+    async def _respond(
+        self, stream: ByteStream, response: Response | ErrorResponse, outcome: _Outcome
+    ) -> None:
+        """Write `response` within `read_timeout_s`; a peer that does not read is given up on."""
+        body, outcome.error_code = _encode_response(response, self.limits.max_message_bytes)
+        outcome.answered = True
+        with trio.move_on_after(self.limits.read_timeout_s) as scope:
+            await write_frame(stream, body)
+        if scope.cancelled_caught:
+            log.info("response not written within %s s; stream dropped", self.limits.read_timeout_s)
+
+    def _report(self, peer_id: str, outcome: _Outcome, elapsed_s: float) -> None:
+        record = CallRecord(
+            peer_id,
+            outcome.method,
+            outcome.tool,
+            outcome.error_code,
+            outcome.is_error,
+            elapsed_s,
+            outcome.note,
+        )
+        log.debug("served %s", record)
+        if self._on_call is not None:
+            try:
+                self._on_call(record)
+            except Exception:
+                log.exception("on_call observer failed")
+
+
+class RpcServer(StreamServer[GrantT]):
+    """Serves `/gbr/mcp/1.0.0` streams from any number of peers with shared per-peer limits.
+
+    `on_call`, when given, is called with a `CallRecord` after each answered
+    stream (its exceptions are logged and ignored).
+    """
+
+    def __init__(
+        self,
+        host: ToolHost[GrantT],
+        limits: Limits | None = None,
+        *,
+        on_call: Callable[[CallRecord], None] | None = None,
+    ) -> None:
+        super().__init__(host, limits, on_call=on_call)
+        self.host = host
+
+    async def _dispatch(self, request: Request, grant: GrantT, outcome: _Outcome) -> dict[str, Any]:
+        """Run one method; return its result object or raise `RpcError` with the code to send."""
         if request.method == "tools/list":
-            _parse_params(ListToolsParams, request.params)
+            parse_params(ListToolsParams, request.params)
             return _checked(ListToolsResult, {"tools": self.host.list_tools(grant)})
         if request.method == "tools/call":
-            params = _parse_params(CallToolParams, request.params)
+            params = parse_params(CallToolParams, request.params)
             outcome.tool = params.name
             try:
                 result = await self._call_tool(grant, params)
@@ -338,36 +411,8 @@ class RpcServer(Generic[GrantT]):
         except Exception:
             log.exception("notification %s from %s failed", method, peer_id)
 
-    async def _respond(
-        self, stream: ByteStream, response: Response | ErrorResponse, outcome: _Outcome
-    ) -> None:
-        """Write `response` within `read_timeout_s`; a peer that does not read is given up on."""
-        body, outcome.error_code = _encode_response(response, self.limits.max_message_bytes)
-        outcome.answered = True
-        with trio.move_on_after(self.limits.read_timeout_s) as scope:
-            await write_frame(stream, body)
-        if scope.cancelled_caught:
-            log.info("response not written within %s s; stream dropped", self.limits.read_timeout_s)
 
-    def _report(self, peer_id: str, outcome: _Outcome, elapsed_s: float) -> None:
-        record = CallRecord(
-            peer_id,
-            outcome.method,
-            outcome.tool,
-            outcome.error_code,
-            outcome.is_error,
-            elapsed_s,
-            outcome.note,
-        )
-        log.debug("served %s", record)
-        if self._on_call is not None:
-            try:
-                self._on_call(record)
-            except Exception:
-                log.exception("on_call observer failed")
-
-
-def _parse_params(model: type[ModelT], params: dict[str, Any] | list[Any] | None) -> ModelT:
+def parse_params(model: type[ModelT], params: dict[str, Any] | list[Any] | None) -> ModelT:
     """Validate by-name params against an MCP params model; -32602 names each bad member."""
     if isinstance(params, list):
         raise RpcError(codes.INVALID_PARAMS, "params must be an object (by-name), not an array")

@@ -56,8 +56,9 @@ ALWAYS_GRANTED = frozenset({"approval_status"})
 """Tools every trusted peer may call: they only show the peer its own requests."""
 
 
-def _granted(grant: Grant, name: str) -> bool:
-    return name in ALWAYS_GRANTED or grant.peer.may_call(name)
+def granted(peer: TrustedPeer, name: str) -> bool:
+    """True when `peer` may call tool `name`: its grant, or a tool every peer may call."""
+    return name in ALWAYS_GRANTED or peer.may_call(name)
 
 
 class ProfileToolHost:
@@ -90,7 +91,7 @@ class ProfileToolHost:
 
     def list_tools(self, grant: Grant) -> list[dict[str, Any]]:
         """MCP specs of the tools granted to this peer that are enabled here."""
-        return [s for s in grant.registry.specs() if _granted(grant, s["name"])]
+        return [s for s in grant.registry.specs() if granted(grant.peer, s["name"])]
 
     async def call_tool(self, grant: Grant, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run a granted tool (`Registry.run`).
@@ -102,7 +103,7 @@ class ProfileToolHost:
                 learns nothing about tools it may not call (DESIGN.md,
                 security model; protocols/gbr-mcp-1.0.0.md section 8).
         """
-        if not _granted(grant, name) or not grant.registry.has(name):
+        if not granted(grant.peer, name) or not grant.registry.has(name):
             raise UnknownTool(f"unknown tool {name!r}")
         CALLER.set((grant.peer_id, grant.alias))  # this task's context only
         result = await grant.registry.run(name, arguments)

@@ -71,6 +71,8 @@ LOOSER = [
      ["MCP server fs newly mounted (it runs outside the sandbox)"]),
     ("peer_added", [("[peers.alice]", f'[peers.bob]\npeer_id = "{BOB}"\n[peers.alice]')],
      ["peer bob newly trusted"]),
+    ("chat_turned_on", [('tools = ["read_file"]\n', 'tools = ["read_file"]\nchat = "show"\n')],
+     ['peer alice chat now "show" (was "off")']),
     ("alias_names_another_peer", [(ALICE, BOB)], ["peer alice newly trusted"]),
     ("tool_granted", [('tools = ["read_file"]', 'tools = ["read_file", "run_command"]')],
      ["peer alice newly granted run_command"]),
