@@ -116,7 +116,11 @@ class Outbox:
             await event.wait()
         return self.store.outgoing(message_id)
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+    ) -> None:
         """Deliver until cancelled: expire what is past its TTL, send what is due."""
         async with trio.open_nursery() as nursery:
             task_status.started()

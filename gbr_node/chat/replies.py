@@ -132,7 +132,11 @@ class ReplyAgents:
         self._nursery: trio.Nursery | None = None
         self._early: list[Incoming] = []
 
-    async def run(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,  # type: ignore[name-defined]  # stale trio-typing stubs (see pyproject)
+    ) -> None:
         """Own the conversations' tasks until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery

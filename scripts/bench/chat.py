@@ -1,6 +1,6 @@
 """Benchmark: `/gbr/chat/1.0.0` messages to a real `gbr-node serve` process (issue 19).
 
-Usage: python scripts/bench/chat.py [--runs N] [--dials N] [--messages N] [--concurrency N]
+Usage: python scripts/bench/chat.py [--runs N] [--dials N] [--messages N] [--concurrency N] [--quick]
 
 The receiver is a `gbr-node serve` process on 127.0.0.1 whose profile trusts this
 process with `chat = "show"`; the sender is `gbr_node.p2p.chat.send_chat` here. The
@@ -31,7 +31,11 @@ from pathlib import Path
 import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from rpc import LOOPBACK, Server, _p95  # noqa: E402  (the bench folder's own helpers)
+from rpc import (  # type: ignore[import-not-found]  # the bench folder's own module, on sys.path at run time
+    LOOPBACK,
+    Server,
+    _p95,
+)
 
 
 def _start_serve(work: Path, sender_peer_id: str, concurrency: int) -> Server:
@@ -130,7 +134,10 @@ def main() -> None:
     parser.add_argument("--dials", type=int, default=30, help="messages timed with a fresh dial")
     parser.add_argument("--messages", type=int, default=2000, help="messages for msgs/s")
     parser.add_argument("--concurrency", type=int, default=16, help="messages in flight at once")
+    parser.add_argument("--quick", action="store_true", help="smoke run: a few messages each")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.dials, args.messages = 20, 3, 50
     with tempfile.TemporaryDirectory(prefix="gbr-bench-chat-") as tmp:
         ms, rate = trio.run(_measure, args, Path(tmp))
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())

@@ -20,6 +20,7 @@ TIMEOUT_S = 600
 # script name -> a line of its table's header (or its first row)
 TABLES = {
     "agent": "history  measure",
+    "chat": "message/send -> ack (shown there), open connection",
     "checks": "formatter alone (subprocess.run)",
     "confine": "program          mode        median ms",
     "flood": "quiet (no flood)",

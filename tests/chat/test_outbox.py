@@ -102,7 +102,8 @@ async def test_a_message_past_its_ttl_expires(tmp_path, autojump_clock) -> None:
     outbox.send(PEER, "bob", new_message("hi", role="user"), ttl_s=120)
     await run_until(outbox, lambda: "expired" in states(changes))
     assert trio.current_time() == pytest.approx(120, abs=6)
-    assert outbox.store.outgoing(changes[-1].entry.message.message_id).state == "expired"
+    expired = outbox.store.outgoing(changes[-1].entry.message.message_id)
+    assert expired is not None and expired.state == "expired"
 
 
 async def test_one_peers_messages_go_in_order_and_wait_for_the_first(

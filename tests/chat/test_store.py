@@ -44,7 +44,8 @@ def test_a_queued_message_is_settled_once_and_survives_reopening(tmp_path) -> No
     assert queued.expires_at == 70 and queued.message == msg
     assert again.settle(msg.message_id, "delivered", now=30)
     assert not again.settle(msg.message_id, "expired", now=80)  # settled stays settled
-    assert again.outgoing(msg.message_id).state == "delivered"
+    delivered = again.outgoing(msg.message_id)
+    assert delivered is not None and delivered.state == "delivered"
     assert again.queued() == []
 
 

@@ -24,7 +24,7 @@ from gbr_node.rpc.server import Limits
 from tests.rpc.hosts import exchange
 
 VECTORS = Path(__file__).resolve().parents[2] / "protocols" / "chat-vectors"
-HOST = {
+HOST: dict[str, Any] = {
     "description": "The reference host the /gbr/chat/1.0.0 vectors run against "
     "(protocols/gbr-chat-1.0.0.md, section 9).",
     "trusted_peer": "12D3KooWTrustedPeerForChatVectors",

@@ -91,7 +91,7 @@ def test_our_node_sends_a_message_a_js_libp2p_peer_receives(tmp_path):
         started = json.loads(js.stdout.readline() if ready else "{}")
         addr = next(a for a in started["addrs"] if a.startswith("/ip4/127.0.0.1/tcp/"))
         peer = types.SimpleNamespace(peer_id=started["peerId"], addr=addr.rsplit("/p2p/", 1)[0])
-        alice.write_profile({"jspeer": (peer, "show", "")})  # type: ignore[dict-item]
+        alice.write_profile({"jspeer": (peer, "show", "")})
         term = alice.start()
         term.sendline("/msg jspeer hello, js-libp2p")
         term.expect_new(r"→ jspeer · message \w+ delivered", 60)

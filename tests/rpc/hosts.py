@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from gbr_node.errors import InvalidArguments, SecurityViolation, ToolError, UnknownTool
-from gbr_node.rpc.server import RpcServer
+from gbr_node.rpc.server import RpcServer, StreamServer
 
 VECTORS = Path(__file__).resolve().parents[2] / "protocols" / "vectors"
 HOST_SPEC: dict[str, Any] = json.loads((VECTORS / "host.json").read_text())
@@ -74,7 +74,9 @@ class ScriptedHost:
         self.notifications.append((method, params))
 
 
-async def exchange(server: RpcServer, peer_id: str, data: bytes, *, timeout_s: float = 5) -> bytes:
+async def exchange(
+    server: StreamServer[Any], peer_id: str, data: bytes, *, timeout_s: float = 5
+) -> bytes:
     """Send `data` on a fresh stream served by `server`; return all bytes until it closes."""
     client, served = trio.testing.memory_stream_pair()
     received = bytearray()
