@@ -1,6 +1,7 @@
 """Benchmark: `/gbr/chat/1.0.0` messages to a real `gbr-node serve` process (issue 19).
 
-Usage: python scripts/bench/chat.py [--runs N] [--dials N] [--messages N] [--concurrency N] [--quick]
+Usage: python scripts/bench/chat.py [--runs N] [--dials N] [--messages N] [--concurrency N]
+       [--quick]
 
 The receiver is a `gbr-node serve` process on 127.0.0.1 whose profile trusts this
 process with `chat = "show"`; the sender is `gbr_node.p2p.chat.send_chat` here. The
