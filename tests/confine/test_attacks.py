@@ -122,8 +122,8 @@ def helper_died(world: World, output: str, context: Context) -> bool:
 
 
 def late_marker(world: World, output: str, context: Context) -> bool:
-    """The daemon writes late.txt in the root's `work` folder 1 s after it starts: did it
-    live that long?"""
+    """The daemon writes late.txt in the root's `work` folder 1 s after the command that
+    started it is gone: did it outlive the command (and the sweep after it)?"""
     deadline = time.monotonic() + 2.5
     while time.monotonic() < deadline:
         if (world.root / "work" / "late.txt").exists():
@@ -133,13 +133,17 @@ def late_marker(world: World, output: str, context: Context) -> bool:
 
 
 def daemon(context_extra: str) -> str:
+    """A command that leaves a daemon (its own session) waiting for the command to end,
+    then 1 s more, then writing the marker: however slowly the machine starts python3."""
     return (
         "import os, time\n"
+        "command = os.getpid()\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
         "        os.execv('/bin/sh', ['sh', '-c', "
-        "'sleep 1; cd {root}/work && echo late > late.txt; sleep {nap}'])\n"
+        "'while kill -0 %d 2>/dev/null; do sleep 0.05; done; sleep 1; "
+        "cd {root}/work && echo late > late.txt; sleep {nap}' % command])\n"
         "    os._exit(0)\n" + context_extra
     )
 
@@ -303,7 +307,9 @@ ATTACKS = [
         daemon("time.sleep(30)\n"),
         late_marker,
         prepare=lambda world: {"nap": unique_nap()},
-        timeout_s=0.5,
+        # long enough for python3 to start and fork its daemon on a loaded machine (0.5 s was
+        # not: the unconfined control then failed), far below the 30 s the command sleeps
+        timeout_s=3.0,
     ),
     Attack(
         "a setuid helper",
