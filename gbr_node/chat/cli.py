@@ -13,9 +13,6 @@ import argparse
 import pathlib
 from typing import TextIO
 
-from gbr_node.chat.present import inbox_text, thread_text
-from gbr_node.chat.store import ChatStore, default_path
-
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
@@ -38,6 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
 
 def main(project_dir: pathlib.Path, args: argparse.Namespace, out: TextIO) -> int:
     """Run `gbr-node inbox` with parsed `args`; prints to `out`, returns the exit status."""
+    # here, not at the top: `gbr-node --help` builds this parser without pydantic
+    from gbr_node.chat.present import inbox_text, thread_text
+    from gbr_node.chat.store import ChatStore, default_path
+
     path = default_path(project_dir)
     if not path.exists():
         print("no messages yet (no .gbr/chat.db)", file=out)

@@ -53,8 +53,9 @@ announced), besides right after any change of the node's own tools."""
 CHANGE_SETTLE_S = 0.1
 """A burst of changes (a reload restarting three servers) is announced once, this long after."""
 PEER_SEPARATOR = "__"
-NODE_TOOLS_OF_THE_AGENT = frozenset({"list_peers", "dial_peer"})
-"""The agent's peer tools: `gbr-node mcp` dials peers itself and leaves these out."""
+NODE_TOOLS_OF_THE_AGENT = frozenset({"list_peers", "dial_peer", "send_message"})
+"""The agent's peer tools: `gbr-node mcp` dials peers itself and leaves these out (and
+`send_message`, the agent's chat with peers, EVD-AI-02)."""
 
 
 class LocalTools(Protocol):

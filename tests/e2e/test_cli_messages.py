@@ -190,7 +190,7 @@ def test_tools_enabled_empty_leaves_the_model_no_tool_of_this_node(fresh, model_
         term.expect("no tools")
         (body,) = model_server.chat_bodies
         offered = {tool["function"]["name"] for tool in body.get("tools", [])}
-        assert offered <= {"list_peers", "dial_peer"}, offered  # the guide: those reach peers
+        assert offered <= {"list_peers", "dial_peer", "send_message"}, offered  # reach peers
     finally:
         term.child.terminate(force=True)
     guide = (ROOT / "docs" / "guide" / "profiles.md").read_text()  # README's section moved there
