@@ -29,7 +29,7 @@ TABLES = {
     "interrupt": "server sees the close",
     "library": "query p95 (question set)",
     "local_model": "first token ms",
-    "local_tasks": "| model | success %",
+    "local_tasks": "| model | tasks | success %",
     "mcp": "mcp local: SDK client -> gbr-node mcp, read_file",
     "p2p_connect": "connect (dial+Noise+Yamux)",
     "rpc": "tools/call read_file 1 KiB, new stream",
