@@ -89,7 +89,7 @@ class Screen:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._apply_here, change)
                 return
-        text = change(self.view, _width(self._out), time.monotonic())
+        text = change(self.view, self.view.layout_width(_width(self._out)), time.monotonic())
         if text:
             self._out.write(text)
             self._out.flush()
@@ -356,7 +356,10 @@ class _Input:
     # -- geometry -------------------------------------------------------------
 
     def width(self) -> int:
-        return max(1, self.app.output.get_size().columns)
+        """The width to lay out at: the terminal's now, read on every call (a
+        resize is seen at the next write, not at the next size poll), held
+        while an answer streams (`View.layout_width`)."""
+        return self.view.layout_width(max(1, self.app.output.get_size().columns))
 
     def rows(self) -> int:
         return max(3, self.app.output.get_size().rows)

@@ -17,6 +17,13 @@ An answer is never cut: while the model streams, notices (an approval
 request, a profile reload, a command's output) wait in the tray and go to the
 scrollback when the answer ends, after it. Finished markdown blocks are
 rendered once (`markdown.render_block`) when complete.
+
+An answer is laid out at the narrowest width the terminal had since it
+began (`layout_width`): a window made wider mid-answer gets the full width
+from the next answer on. Rows the terminal already shows are never redrawn,
+so a row laid out for a width the window only had for a moment (dragged
+wider, then back) would be cut by the terminal or wrapped mid-word when it
+narrows again; rows no wider than the answer's narrowest width survive it.
 """
 
 from __future__ import annotations
@@ -52,8 +59,9 @@ class _Call:
 class _Answer:
     """One streamed answer (text or reasoning): finished blocks out, the rest pending."""
 
-    def __init__(self, reasoning: bool) -> None:
+    def __init__(self, reasoning: bool, width: int) -> None:
         self.reasoning = reasoning
+        self.width = width  # the narrowest terminal width (cells) since it began
         self.splitter = BlockSplitter()
         self.wrote = False  # some of it is in the scrollback already
 
@@ -84,6 +92,15 @@ class View:
         """True while a turn runs (waiting for the model, streaming, tools)."""
         waiting = self._waiting_since is not None or self._streaming_since is not None
         return waiting or bool(self._calls)
+
+    def layout_width(self, terminal: int) -> int:
+        """The width (cells) to lay out at, given the terminal's width now: that
+        width, except that while an answer streams it never grows (the narrowest
+        width since the answer began; see the module docstring)."""
+        if self._answer is None:
+            return terminal
+        self._answer.width = min(self._answer.width, terminal)
+        return self._answer.width
 
     # -- into the scrollback --------------------------------------------------
 
@@ -214,7 +231,7 @@ class View:
         if self._answer is not None and self._answer.reasoning != reasoning:
             out += self._end_answer(width)
         if self._answer is None:
-            self._answer = _Answer(reasoning)
+            self._answer = _Answer(reasoning, width)
         if not self.live:
             self._mid_line = not text.endswith("\n")
             return out + self._style(visible(text), reasoning)

@@ -165,3 +165,34 @@ def test_narrowing_the_window_mid_stream_rewraps_the_rest_and_leaves_no_stray_ro
         assert stray == []
     finally:
         term.child.terminate(force=True)
+
+
+@pytest.mark.parametrize("cols", [40, 80, 200])
+def test_a_window_widened_mid_answer_and_narrowed_back_loses_no_word(tmp_path, model_server, cols):
+    # A window dragged wider for a moment, then back, mid-answer. Rows the
+    # terminal already shows are never redrawn, and narrowing cuts (xterm, pyte)
+    # or re-wraps them: rows laid out at the wider width would lose the words
+    # past the old edge. Waiting for words (not for time) makes sure rows were
+    # written while the window was wide; with the answer laid out at its
+    # narrowest width, none of them is wider than the window it ends in.
+    project = tmp_path / "project"
+    project.mkdir()
+    write_profile(project, model_server.base_url)
+    text, words = long_answer()
+    pieces = len(text) // 7
+    model_server.enqueue(text_reply(text, pieces=pieces, delay_s=STREAM_S / pieces))
+    term = start(project, model_server, cols=cols)
+    try:
+        term.sendline("tell me a long story")
+        term.expect(re.escape(words[10]))
+        term.resize(cols + 20)
+        at = words.index(WORD.findall(term.transcript())[-1])
+        wide_rows = 3 * (cols + 20) // len("wrapping000q ")  # words on about 3 wide rows
+        term.expect(re.escape(words[at + wide_rows]), timeout_s=STREAM_S * 4)
+        term.resize(cols)
+        term.expect(r"tokens in · \d+ out", timeout_s=STREAM_S * 4)
+        seen = WORD.findall(term.transcript())
+        assert seen == words, _difference(seen, words)
+        assert all(len(row) <= cols for row in answer_rows(term, words))
+    finally:
+        term.child.terminate(force=True)
