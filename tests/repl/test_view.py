@@ -151,3 +151,12 @@ def test_a_tool_line_escapes_what_the_model_or_a_peer_wrote_and_fits_its_width()
     shown = plain(line)
     assert len(shown) <= 80 and shown.startswith("✗ read_file @bob path=a␛[2Jb")
     assert shown.endswith("…") and "peer said ␛]0;owned␇" in shown
+
+
+def test_an_answer_is_laid_out_at_its_narrowest_width_and_the_next_at_the_full_one():
+    view = live()
+    assert view.layout_width(60) == 60  # no answer: the terminal's width
+    feed(view, Show("text", "one two "), width=view.layout_width(40))
+    assert [view.layout_width(w) for w in (60, 200, 30, 80)] == [40, 40, 30, 30]
+    feed(view, Show("turn_end"), width=view.layout_width(80))
+    assert view.layout_width(80) == 80
