@@ -169,6 +169,10 @@ class CallRecord:
         return "tool error" if self.is_error else "ok"
 
 
+class _SessionOver(Exception):
+    """A session stream ended, or stayed silent, between requests: close it, answer nothing."""
+
+
 @dataclass
 class _Outcome:
     """Facts gathered while serving one stream, turned into a `CallRecord` at the end."""
@@ -238,47 +242,104 @@ class StreamServer(Generic[GrantT]):
             if outcome.answered:
                 self._report(peer_id, outcome, trio.current_time() - started)
 
-    async def _admit_and_serve(self, stream: ByteStream, peer_id: str, outcome: _Outcome) -> None:
+    async def handle_session(
+        self, stream: ByteStream, peer_id: str, before_each: Callable[[], None] | None = None
+    ) -> None:
+        """Serve requests on `stream` one after another, each answered before the next is read.
+
+        Each request is admitted as `handle_stream` admits a stream (trust and
+        a slot decided before a byte of it is read; `before_each`, when given,
+        is called first, e.g. to apply a hot-reloaded profile's limits). The
+        stream is closed when the peer ends its side or sends no byte for
+        `read_timeout_s` between requests (quietly), or after an answer with id
+        null (refused peer, BUSY, oversized or late frame: the stream's state is
+        unknown) or a broken frame. Raises nothing but `trio.Cancelled`.
+        """
+        try:
+            idle_ends = False
+            while True:
+                if before_each is not None:
+                    before_each()
+                started = trio.current_time()
+                outcome = _Outcome()
+                try:
+                    clean = await self._admit_and_serve(stream, peer_id, outcome, idle_ends)
+                finally:
+                    if outcome.answered:
+                        self._report(peer_id, outcome, trio.current_time() - started)
+                if not clean:
+                    return
+                idle_ends = True
+        except _SessionOver:
+            return
+        except GbrError as exc:
+            log.info("stream from %s ended early: %s", peer_id, exc)
+        except Exception:
+            log.exception("unexpected failure serving a stream from %s", peer_id)
+        finally:
+            try:
+                await stream.aclose()
+            except Exception:
+                log.exception("closing a stream from %s failed", peer_id)
+
+    async def _admit_and_serve(
+        self, stream: ByteStream, peer_id: str, outcome: _Outcome, idle_ends: bool = False
+    ) -> bool:
+        """Admit and serve one request; True when an answer with the request's id (or none,
+        for a notification) left the stream ready for another."""
         try:
             grant = self.authorizer.authorize(peer_id)
         except RpcError as exc:
             await self._respond(
                 stream, error_response(None, exc.code, exc.message, exc.data), outcome
             )
-            return
+            return False
         except Exception:
             log.exception("deciding whether %s is trusted failed", peer_id)
             refusal = error_response(None, codes.INTERNAL_ERROR, "internal error while authorizing")
             await self._respond(stream, refusal, outcome)
-            return
+            return False
         if grant is None:
             refusal = error_response(
                 None, codes.UNAUTHORIZED_PEER, "this node does not trust your peer ID"
             )
             await self._respond(stream, refusal, outcome)
-            return
+            return False
         limit = self.limits.max_concurrent_calls_per_peer
         if not self._slots.take_nowait(peer_id, limit):
             message = f"too many concurrent calls from this peer (limit {limit})"
             await self._respond(stream, error_response(None, codes.BUSY, message), outcome)
-            return
+            return False
         try:
-            response = await self._serve(stream, peer_id, grant, outcome)
+            response = await self._serve(stream, peer_id, grant, outcome, idle_ends)
             if response is not None:
                 await self._respond(stream, response, outcome)
+            return response is None or response.id is not None
         finally:
             self._slots.give_back(peer_id)
 
     async def _serve(
-        self, stream: ByteStream, peer_id: str, grant: GrantT, outcome: _Outcome
+        self,
+        stream: ByteStream,
+        peer_id: str,
+        grant: GrantT,
+        outcome: _Outcome,
+        idle_ends: bool = False,
     ) -> Response | ErrorResponse | None:
-        """Read and run one message; return the response to send (None for a notification)."""
+        """Read and run one message; return the response to send (None for a notification).
+
+        With `idle_ends`, a stream that ends or stays silent before the first
+        byte of a frame raises `_SessionOver` (nothing to answer)."""
         decoder = FrameDecoder(self.limits.max_message_bytes)
         try:
             message = decode_message(await read_frame(stream, decoder, self.limits.read_timeout_s))
         except RpcError as exc:
             return error_response(None, exc.code, exc.message, exc.data)
-        except CallTimeout:
+        except (CallTimeout, StreamBroken) as exc:
+            if idle_ends and not decoder.buffered:
+                raise _SessionOver from exc
+            if isinstance(exc, StreamBroken):
+                raise
             timeout = self.limits.read_timeout_s
             return error_response(
                 None, codes.CALL_TIMEOUT, f"request frame not complete within {timeout} s"
