@@ -12,6 +12,7 @@ protocols/gbr-mcp-1.0.0.md.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -169,8 +170,28 @@ class CallRecord:
         return "tool error" if self.is_error else "ok"
 
 
-class _SessionOver(Exception):
-    """A session stream ended, or stayed silent, between requests: close it, answer nothing."""
+class _Prefixed:
+    """`stream` with `first` put back in front of what it receives (`handle_session`)."""
+
+    def __init__(self, stream: ByteStream, first: bytes) -> None:
+        self._stream = stream
+        self._first = first
+
+    async def receive_some(self, max_bytes: int) -> bytes | bytearray:
+        if self._first:
+            first, self._first = self._first, b""
+            return first
+        return await self._stream.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes) -> None:
+        await self._stream.send_all(data)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        """The stream's own optional members (`cancel_on_break`, rpc/admission.py)."""
+        return getattr(self._stream, name)
 
 
 @dataclass
@@ -247,31 +268,35 @@ class StreamServer(Generic[GrantT]):
     ) -> None:
         """Serve requests on `stream` one after another, each answered before the next is read.
 
-        Each request is admitted as `handle_stream` admits a stream (trust and
-        a slot decided before a byte of it is read; `before_each`, when given,
-        is called first, e.g. to apply a hot-reloaded profile's limits). The
-        stream is closed when the peer ends its side or sends no byte for
-        `read_timeout_s` between requests (quietly), or after an answer with id
-        null (refused peer, BUSY, oversized or late frame: the stream's state is
-        unknown) or a broken frame. Raises nothing but `trio.Cancelled`.
+        Each request is admitted as `handle_stream` admits a stream: trust and a
+        slot are decided once its first byte is there (one byte of the length
+        prefix, never the body) and before the rest is read, so a profile that
+        withdrew trust or chat meanwhile refuses it (GBR-DOS-01); `before_each`,
+        when given, is called first, e.g. to apply a hot-reloaded profile's
+        limits. A slot is held per request, not while the stream waits. The
+        stream is closed, quietly, when the peer ends its side or sends no byte
+        for `read_timeout_s` between requests; and after an answer with id null
+        (refused peer, BUSY, a broken, oversized or late frame: the stream's
+        state is unknown). Raises nothing but `trio.Cancelled`.
         """
+        served = stream
         try:
-            idle_ends = False
             while True:
                 if before_each is not None:
                     before_each()
                 started = trio.current_time()
                 outcome = _Outcome()
                 try:
-                    clean = await self._admit_and_serve(stream, peer_id, outcome, idle_ends)
+                    clean = await self._admit_and_serve(served, peer_id, outcome)
                 finally:
                     if outcome.answered:
                         self._report(peer_id, outcome, trio.current_time() - started)
                 if not clean:
                     return
-                idle_ends = True
-        except _SessionOver:
-            return
+                first = await self._first_byte(stream)
+                if not first:
+                    return
+                served = _Prefixed(stream, first)
         except GbrError as exc:
             log.info("stream from %s ended early: %s", peer_id, exc)
         except Exception:
@@ -282,9 +307,16 @@ class StreamServer(Generic[GrantT]):
             except Exception:
                 log.exception("closing a stream from %s failed", peer_id)
 
-    async def _admit_and_serve(
-        self, stream: ByteStream, peer_id: str, outcome: _Outcome, idle_ends: bool = False
-    ) -> bool:
+    async def _first_byte(self, stream: ByteStream) -> bytes:
+        """The next request's first byte, or b"" when the stream ended, broke or stayed
+        silent for `read_timeout_s`."""
+        first = b""
+        ended = (GbrError, trio.BrokenResourceError, trio.ClosedResourceError)
+        with trio.move_on_after(self.limits.read_timeout_s), contextlib.suppress(*ended):
+            first = bytes(await stream.receive_some(1))
+        return first
+
+    async def _admit_and_serve(self, stream: ByteStream, peer_id: str, outcome: _Outcome) -> bool:
         """Admit and serve one request; True when an answer with the request's id (or none,
         for a notification) left the stream ready for another."""
         try:
@@ -311,7 +343,7 @@ class StreamServer(Generic[GrantT]):
             await self._respond(stream, error_response(None, codes.BUSY, message), outcome)
             return False
         try:
-            response = await self._serve(stream, peer_id, grant, outcome, idle_ends)
+            response = await self._serve(stream, peer_id, grant, outcome)
             if response is not None:
                 await self._respond(stream, response, outcome)
             return response is None or response.id is not None
@@ -319,27 +351,15 @@ class StreamServer(Generic[GrantT]):
             self._slots.give_back(peer_id)
 
     async def _serve(
-        self,
-        stream: ByteStream,
-        peer_id: str,
-        grant: GrantT,
-        outcome: _Outcome,
-        idle_ends: bool = False,
+        self, stream: ByteStream, peer_id: str, grant: GrantT, outcome: _Outcome
     ) -> Response | ErrorResponse | None:
-        """Read and run one message; return the response to send (None for a notification).
-
-        With `idle_ends`, a stream that ends or stays silent before the first
-        byte of a frame raises `_SessionOver` (nothing to answer)."""
+        """Read and run one message; return the response to send (None for a notification)."""
         decoder = FrameDecoder(self.limits.max_message_bytes)
         try:
             message = decode_message(await read_frame(stream, decoder, self.limits.read_timeout_s))
         except RpcError as exc:
             return error_response(None, exc.code, exc.message, exc.data)
-        except (CallTimeout, StreamBroken) as exc:
-            if idle_ends and not decoder.buffered:
-                raise _SessionOver from exc
-            if isinstance(exc, StreamBroken):
-                raise
+        except CallTimeout:
             timeout = self.limits.read_timeout_s
             return error_response(
                 None, codes.CALL_TIMEOUT, f"request frame not complete within {timeout} s"
