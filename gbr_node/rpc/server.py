@@ -247,21 +247,7 @@ class StreamServer(Generic[GrantT]):
         Returns when the stream is closed; raises nothing but `trio.Cancelled`
         (the stream is closed then too).
         """
-        started = trio.current_time()
-        outcome = _Outcome()
-        try:
-            await self._admit_and_serve(stream, peer_id, outcome)
-        except GbrError as exc:  # StreamClosed, or the stream adapter's own error
-            log.info("stream from %s ended early: %s", peer_id, exc)
-        except Exception:
-            log.exception("unexpected failure serving a stream from %s", peer_id)
-        finally:
-            try:
-                await stream.aclose()
-            except Exception:
-                log.exception("closing a stream from %s failed", peer_id)
-            if outcome.answered:
-                self._report(peer_id, outcome, trio.current_time() - started)
+        await self._serve_requests(stream, peer_id, None, many=False)
 
     async def handle_session(
         self, stream: ByteStream, peer_id: str, before_each: Callable[[], None] | None = None
@@ -279,6 +265,17 @@ class StreamServer(Generic[GrantT]):
         (refused peer, BUSY, a broken, oversized or late frame: the stream's
         state is unknown). Raises nothing but `trio.Cancelled`.
         """
+        await self._serve_requests(stream, peer_id, before_each, many=True)
+
+    async def _serve_requests(
+        self,
+        stream: ByteStream,
+        peer_id: str,
+        before_each: Callable[[], None] | None,
+        *,
+        many: bool,
+    ) -> None:
+        """`handle_stream` (one request) and `handle_session` (`many`); closes `stream`."""
         served = stream
         try:
             while True:
@@ -291,13 +288,13 @@ class StreamServer(Generic[GrantT]):
                 finally:
                     if outcome.answered:
                         self._report(peer_id, outcome, trio.current_time() - started)
-                if not clean:
+                if not (many and clean):
                     return
                 first = await self._first_byte(stream)
                 if not first:
                     return
                 served = _Prefixed(stream, first)
-        except GbrError as exc:
+        except GbrError as exc:  # StreamClosed, or the stream adapter's own error
             log.info("stream from %s ended early: %s", peer_id, exc)
         except Exception:
             log.exception("unexpected failure serving a stream from %s", peer_id)

@@ -11,6 +11,8 @@ stream per message for a receiver that speaks only `/gbr/chat/1.0.0`.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,21 +77,23 @@ class Session:
         return bytes(received)
 
 
-async def _serve(receiver: Receiver, nursery: trio.Nursery) -> Session:
+@asynccontextmanager
+async def _session(receiver: Receiver, timeout_s: float = 10) -> AsyncIterator[Session]:
+    """A session stream from BOB that `receiver` serves, for at most `timeout_s`."""
     client, served = trio.testing.memory_stream_pair()
-    nursery.start_soon(receiver.server.handle_session, served, BOB)
-    return Session(client)
+    with trio.fail_after(timeout_s):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(receiver.server.handle_session, served, BOB)
+            yield Session(client)
 
 
 async def test_three_messages_on_one_stream_each_acked_kept_and_shown(tmp_path: Path) -> None:
     receiver = Receiver(tmp_path)
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            session = await _serve(receiver, nursery)
-            answers = [await session.request(f"m-{n}", n) for n in (1, 2, 3)]
-            duplicate = await session.request("m-2", 4)
-            await session.stream.send_stream.aclose()  # the sender ends its side
-            assert await session.rest() == b""  # closed, nothing more said
+    async with _session(receiver) as session:
+        answers = [await session.request(f"m-{n}", n) for n in (1, 2, 3)]
+        duplicate = await session.request("m-2", 4)
+        await session.stream.send_stream.aclose()  # the sender ends its side
+        assert await session.rest() == b""  # closed, nothing more said
     assert [a["result"]["status"] for a in answers] == ["accepted"] * 3
     assert [a["id"] for a in answers] == [1, 2, 3]
     assert duplicate["result"]["status"] == "duplicate"
@@ -109,16 +113,14 @@ async def test_a_withdrawn_peer_is_refused_on_its_next_message(
     tmp_path: Path, withdraw: str, code: int, reason: str | None
 ) -> None:
     receiver = Receiver(tmp_path)
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            session = await _serve(receiver, nursery)
-            first = await session.request("m-1", 1)
-            if withdraw == "chat off":
-                receiver.peers["bob"] = TrustedPeer(peer_id=BOB, chat="off")
-            else:
-                receiver.peers.clear()
-            refusal = await session.request("m-2", 2)
-            assert await session.rest() == b""
+    async with _session(receiver) as session:
+        first = await session.request("m-1", 1)
+        if withdraw == "chat off":
+            receiver.peers["bob"] = TrustedPeer(peer_id=BOB, chat="off")
+        else:
+            receiver.peers.clear()
+        refusal = await session.request("m-2", 2)
+        assert await session.rest() == b""
     assert first["result"]["status"] == "accepted"
     assert refusal["id"] is None
     assert refusal["error"]["code"] == code
@@ -132,13 +134,11 @@ async def test_a_silent_session_is_closed_quietly_and_holds_no_slot(
     tmp_path: Path, autojump_clock: trio.abc.Clock
 ) -> None:
     receiver = Receiver(tmp_path)
-    with trio.fail_after(READ_TIMEOUT_S * 3):
-        async with trio.open_nursery() as nursery:
-            session = await _serve(receiver, nursery)
-            await session.request("m-1", 1)
-            await trio.testing.wait_all_tasks_blocked()
-            assert receiver.server.active_calls(BOB) == 0  # no slot held while it waits
-            assert await session.rest() == b""  # after read_timeout_s: closed, no error frame
+    async with _session(receiver, READ_TIMEOUT_S * 3) as session:
+        await session.request("m-1", 1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert receiver.server.active_calls(BOB) == 0  # no slot held while it waits
+        assert await session.rest() == b""  # after read_timeout_s: closed, no error frame
     assert receiver.server.active_calls(BOB) == 0
 
 
@@ -146,27 +146,23 @@ async def test_half_a_frame_then_silence_gets_call_timeout_and_the_end(
     tmp_path: Path, autojump_clock: trio.abc.Clock
 ) -> None:
     receiver = Receiver(tmp_path)
-    with trio.fail_after(READ_TIMEOUT_S * 3):
-        async with trio.open_nursery() as nursery:
-            session = await _serve(receiver, nursery)
-            await session.request("m-1", 1)
-            frame = encode_frame(json.dumps(send("m-2", request_id=2)).encode())
-            await session.stream.send_all(frame[:10])
-            late = await session.answer()
-            assert await session.rest() == b""
+    async with _session(receiver, READ_TIMEOUT_S * 3) as session:
+        await session.request("m-1", 1)
+        frame = encode_frame(json.dumps(send("m-2", request_id=2)).encode())
+        await session.stream.send_all(frame[:10])
+        late = await session.answer()
+        assert await session.rest() == b""
     assert (late["id"], late["error"]["code"]) == (None, -32003)
     assert receiver.store.inbox_count(BOB) == 1
 
 
 async def test_a_broken_frame_gets_an_error_and_the_end(tmp_path: Path) -> None:
     receiver = Receiver(tmp_path)
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            session = await _serve(receiver, nursery)
-            await session.request("m-1", 1)
-            await session.stream.send_all(encode_frame(b"{not json"))
-            broken = await session.answer()
-            assert await session.rest() == b""
+    async with _session(receiver) as session:
+        await session.request("m-1", 1)
+        await session.stream.send_all(encode_frame(b"{not json"))
+        broken = await session.answer()
+        assert await session.rest() == b""
     assert (broken["id"], broken["error"]["code"]) == (None, -32700)
 
 
