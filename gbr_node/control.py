@@ -56,7 +56,7 @@ from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL, EMBEDDED_TOOLS
 from gbr_node.llm.settings import ClientSettings
 from gbr_node.mcp.mounts import Mounts
 from gbr_node.mcp.toolset import NodeTools
-from gbr_node.p2p.chat import send_chat
+from gbr_node.p2p.chat import ChatStreams, send_chat
 from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import notify_peer
@@ -166,6 +166,7 @@ class Node:
         self.peers: PeerDirectory | None = None
         self._heard: set[tuple[str, int]] = set()
         self.host: P2PHost | None = None
+        self._chat_streams = ChatStreams()
         self.choice: ModelChoice | None = None
         self.client: ModelClient | None = None
         self.retired_clients: list[ModelClient] = []
@@ -244,6 +245,7 @@ class Node:
             message,
             max_message_bytes=limits.max_message_bytes,
             timeout_s=limits.read_timeout_s,
+            streams=self._chat_streams,
         )
 
     def _send_reply(self, peer_id: str, text: str, context_id: str, answered: str) -> None:

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SEND_METHOD = "message/send"
 CHAT_PROTOCOL = "/gbr/chat/1.0.0"
+CHAT_STREAM_PROTOCOL = "/gbr/chat/stream/1.0.0"
+"""The same requests, many on one stream, one at a time (protocols/gbr-chat-1.0.0.md §2.1)."""
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 """`message_id` and `context_id`: 1..128 characters of letters, digits, `.`, `_`, `:`, `-`
 (a UUID fits)."""

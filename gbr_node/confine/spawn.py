@@ -205,6 +205,8 @@ def spawn(
     descriptor `stdin` (the caller keeps and closes it), or /dev/null.
 
     `abi` and `namespaces` say which confinement to apply (`support.Support`).
+    A `probe` (support.self_test) runs the checks instead of `argv`, in a launcher
+    forked for it alone: no warm launcher is made ready for its root.
     The plan is built now (protected paths as they exist now). Raises
     NotConfined when the launcher cannot be reached; a confinement step that
     fails later is reported on the status pipe instead.
@@ -231,7 +233,9 @@ def spawn(
         if stdin is None:
             stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
             opened.append(stdin)
-        common = namespaces and not policy.network
+        # A probe is not the common plan: the zygote would warm a spare launcher for its
+        # root, whose mountpoints it builds in the probe's folder while that is removed.
+        common = namespaces and not policy.network and probe is None
         pid, pidfd = ZYGOTE.request(
             marshal.dumps(plan), (stdin, out_w, err_w, status_w), common=common
         )

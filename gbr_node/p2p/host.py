@@ -230,12 +230,19 @@ class P2PHost:
         raise PeerUnreachable(f"{target}: {reasons}") from failures[-1][1]
 
     async def new_stream(
-        self, target: str, protocol_id: str, *, timeout_s: float = DEFAULT_DIAL_TIMEOUT_S
+        self,
+        target: str,
+        protocol_id: str,
+        *,
+        timeout_s: float = DEFAULT_DIAL_TIMEOUT_S,
+        fallback: tuple[str, ...] = (),
     ) -> Libp2pByteStream:
         """Open a stream speaking `protocol_id` to `target`, dialing first if needed.
 
         `target` is as for `connect()`; `timeout_s` (seconds) bounds dialing
-        and protocol negotiation together. A connection that closes before the
+        and protocol negotiation together. `fallback`: protocol IDs proposed
+        in turn when the peer refuses `protocol_id` (multistream-select); the
+        stream's `protocol_id` is the one agreed. A connection that closes before the
         stream opens on it is dialed once more. The caller owns the returned
         stream and must `aclose()` it.
 
@@ -247,8 +254,9 @@ class P2PHost:
         await self.connect(target, timeout_s=timeout_s)
         pid = parse_target(target)[0]
         deadline = trio.current_time() + timeout_s
+        protocols = (protocol_id, *fallback)
         try:
-            return await self._open_stream(target, pid, protocol_id, deadline, timeout_s)
+            return await self._open_stream(target, pid, protocols, deadline, timeout_s)
         except PeerUnreachable:
             if self._has_live_connection(pid) or trio.current_time() >= deadline:
                 raise
@@ -256,22 +264,23 @@ class P2PHost:
         # idle timeout, a disconnect under way): py-libp2p's fallback re-dials from
         # its peerstore, which holds none of our addresses, so dial once more here.
         await self.connect(target, timeout_s=deadline - trio.current_time())
-        return await self._open_stream(target, pid, protocol_id, deadline, timeout_s)
+        return await self._open_stream(target, pid, protocols, deadline, timeout_s)
 
     async def _open_stream(
-        self, target: str, pid: ID, protocol_id: str, deadline: float, timeout_s: float
+        self, target: str, pid: ID, protocols: tuple[str, ...], deadline: float, timeout_s: float
     ) -> Libp2pByteStream:
+        named = " or ".join(protocols)
         try:
             with trio.fail_at(deadline):
-                net_stream = await self._host.new_stream(pid, [TProtocol(protocol_id)])
+                net_stream = await self._host.new_stream(pid, [TProtocol(p) for p in protocols])
         except trio.TooSlowError as exc:
-            raise PeerUnreachable(
-                f"{target}: {protocol_id} not negotiated within {timeout_s:g} s"
-            ) from exc
-        except Exception as exc:
-            reason = explain_dial_failure(exc, protocol_id=protocol_id)
+            reason = f"{named} not negotiated within {timeout_s:g} s"
             raise PeerUnreachable(f"{target}: {reason}") from exc
-        return Libp2pByteStream(net_stream, pid.to_base58(), protocol_id)
+        except Exception as exc:
+            reason = explain_dial_failure(exc, protocol_id=named)
+            raise PeerUnreachable(f"{target}: {reason}") from exc
+        agreed = str(net_stream.get_protocol() or protocols[0])
+        return Libp2pByteStream(net_stream, pid.to_base58(), agreed)
 
     async def disconnect(self, peer_id: str) -> None:
         """Close every connection to `peer_id` (takes ~0.2 s inside py-libp2p); no-op if none."""

@@ -57,7 +57,8 @@ async def call(
     """Send one request and return its `result` object.
 
     Args:
-        stream: a fresh stream to the peer, unused so far; not closed here.
+        stream: a stream to the peer with no request outstanding (a fresh one, or a
+            `/gbr/chat/stream/1.0.0` one whose last answer was read); not closed here.
         method: JSON-RPC method, e.g. "tools/call".
         params: by-name params, or None to omit them.
         timeout_s: seconds for writing the request and reading the response.

@@ -12,6 +12,7 @@ protocols/gbr-mcp-1.0.0.md.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -169,6 +170,30 @@ class CallRecord:
         return "tool error" if self.is_error else "ok"
 
 
+class _Prefixed:
+    """`stream` with `first` put back in front of what it receives (`handle_session`)."""
+
+    def __init__(self, stream: ByteStream, first: bytes) -> None:
+        self._stream = stream
+        self._first = first
+
+    async def receive_some(self, max_bytes: int) -> bytes | bytearray:
+        if self._first:
+            first, self._first = self._first, b""
+            return first
+        return await self._stream.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes) -> None:
+        await self._stream.send_all(data)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        """The stream's own optional members (`cancel_on_break`, rpc/admission.py)."""
+        return getattr(self._stream, name)
+
+
 @dataclass
 class _Outcome:
     """Facts gathered while serving one stream, turned into a `CallRecord` at the end."""
@@ -222,10 +247,53 @@ class StreamServer(Generic[GrantT]):
         Returns when the stream is closed; raises nothing but `trio.Cancelled`
         (the stream is closed then too).
         """
-        started = trio.current_time()
-        outcome = _Outcome()
+        await self._serve_requests(stream, peer_id, None, many=False)
+
+    async def handle_session(
+        self, stream: ByteStream, peer_id: str, before_each: Callable[[], None] | None = None
+    ) -> None:
+        """Serve requests on `stream` one after another, each answered before the next is read.
+
+        Each request is admitted as `handle_stream` admits a stream: trust and a
+        slot are decided once its first byte is there (one byte of the length
+        prefix, never the body) and before the rest is read, so a profile that
+        withdrew trust or chat meanwhile refuses it (GBR-DOS-01); `before_each`,
+        when given, is called first, e.g. to apply a hot-reloaded profile's
+        limits. A slot is held per request, not while the stream waits. The
+        stream is closed, quietly, when the peer ends its side or sends no byte
+        for `read_timeout_s` between requests; and after an answer with id null
+        (refused peer, BUSY, a broken, oversized or late frame: the stream's
+        state is unknown). Raises nothing but `trio.Cancelled`.
+        """
+        await self._serve_requests(stream, peer_id, before_each, many=True)
+
+    async def _serve_requests(
+        self,
+        stream: ByteStream,
+        peer_id: str,
+        before_each: Callable[[], None] | None,
+        *,
+        many: bool,
+    ) -> None:
+        """`handle_stream` (one request) and `handle_session` (`many`); closes `stream`."""
+        served = stream
         try:
-            await self._admit_and_serve(stream, peer_id, outcome)
+            while True:
+                if before_each is not None:
+                    before_each()
+                started = trio.current_time()
+                outcome = _Outcome()
+                try:
+                    clean = await self._admit_and_serve(served, peer_id, outcome)
+                finally:
+                    if outcome.answered:
+                        self._report(peer_id, outcome, trio.current_time() - started)
+                if not (many and clean):
+                    return
+                first = await self._first_byte(stream)
+                if not first:
+                    return
+                served = _Prefixed(stream, first)
         except GbrError as exc:  # StreamClosed, or the stream adapter's own error
             log.info("stream from %s ended early: %s", peer_id, exc)
         except Exception:
@@ -235,37 +303,47 @@ class StreamServer(Generic[GrantT]):
                 await stream.aclose()
             except Exception:
                 log.exception("closing a stream from %s failed", peer_id)
-            if outcome.answered:
-                self._report(peer_id, outcome, trio.current_time() - started)
 
-    async def _admit_and_serve(self, stream: ByteStream, peer_id: str, outcome: _Outcome) -> None:
+    async def _first_byte(self, stream: ByteStream) -> bytes:
+        """The next request's first byte, or b"" when the stream ended, broke or stayed
+        silent for `read_timeout_s`."""
+        first = b""
+        ended = (GbrError, trio.BrokenResourceError, trio.ClosedResourceError)
+        with trio.move_on_after(self.limits.read_timeout_s), contextlib.suppress(*ended):
+            first = bytes(await stream.receive_some(1))
+        return first
+
+    async def _admit_and_serve(self, stream: ByteStream, peer_id: str, outcome: _Outcome) -> bool:
+        """Admit and serve one request; True when an answer with the request's id (or none,
+        for a notification) left the stream ready for another."""
         try:
             grant = self.authorizer.authorize(peer_id)
         except RpcError as exc:
             await self._respond(
                 stream, error_response(None, exc.code, exc.message, exc.data), outcome
             )
-            return
+            return False
         except Exception:
             log.exception("deciding whether %s is trusted failed", peer_id)
             refusal = error_response(None, codes.INTERNAL_ERROR, "internal error while authorizing")
             await self._respond(stream, refusal, outcome)
-            return
+            return False
         if grant is None:
             refusal = error_response(
                 None, codes.UNAUTHORIZED_PEER, "this node does not trust your peer ID"
             )
             await self._respond(stream, refusal, outcome)
-            return
+            return False
         limit = self.limits.max_concurrent_calls_per_peer
         if not self._slots.take_nowait(peer_id, limit):
             message = f"too many concurrent calls from this peer (limit {limit})"
             await self._respond(stream, error_response(None, codes.BUSY, message), outcome)
-            return
+            return False
         try:
             response = await self._serve(stream, peer_id, grant, outcome)
             if response is not None:
                 await self._respond(stream, response, outcome)
+            return response is None or response.id is not None
         finally:
             self._slots.give_back(peer_id)
 

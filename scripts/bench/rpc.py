@@ -47,6 +47,9 @@ from pathlib import Path
 import multiaddr
 import trio
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _table import print_timings  # type: ignore[import-not-found]  # the bench folder's own module
+
 PAYLOAD = b"x" * 1024
 ECHO = "/gbr-bench/echo/1.0.0"
 LOOPBACK = "/ip4/127.0.0.1/tcp/0"
@@ -344,11 +347,6 @@ def _pid(server: Server) -> str:
     return server.addr.rsplit("/p2p/", 1)[1]
 
 
-def _p95(samples: list[float]) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000, help="round trips per measure")
@@ -365,21 +363,13 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="gbr-bench-rpc-") as tmp:
         ms, rates, memory = trio.run(_measure, args, Path(tmp))
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    print(f"loopback, 1 KiB payloads, {os.cpu_count()} CPUs, load average {load}; times in ms")
-    print(f"{'measure':<46}{'median':>9}{'p95':>9}{'min':>9}  target")
     rows = [
         ("connect (dial+Noise+Yamux) to serve", "connect", "median <= 15 ms"),
         ("tools/call read_file 1 KiB, new stream", "call", "<= 1.5x bare echo"),
         ("floor: bare py-libp2p echo, new stream", "bare", ""),
         ("floor: raw TCP echo", "tcp", ""),
     ]
-    for label, key, target in rows:
-        samples = ms[key]
-        print(
-            f"{label:<46}{statistics.median(samples):>9.2f}{_p95(samples):>9.2f}"
-            f"{min(samples):>9.2f}  {target}"
-        )
+    print_timings("loopback, 1 KiB payloads", [(label, ms[key], goal) for label, key, goal in rows])
     ratio = statistics.median(ms["call"]) / statistics.median(ms["bare"])
     print(f"call median / bare echo median: {ratio:.2f}x (target <= 1.5x)")
     print(f"{args.concurrency} concurrent over one connection, {args.calls} calls:")

@@ -5,6 +5,9 @@ offers nothing; the probe tells an enforcing sandbox from one that only looks so
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
+import time
 
 import pytest
 
@@ -124,6 +127,38 @@ def test_the_probe_passes_the_real_plan(mode):
     if mode == "namespaces" and found.mode != "namespaces":
         pytest.skip("no namespaces here")
     assert self_test(found.abi, namespaces=mode == "namespaces") is None
+
+
+def _mounts_under(folder: str) -> list[str]:
+    """Lines of every process's mount table that name a path under `folder` (matched
+    by its last two names: a mount's source is shown relative to its filesystem)."""
+    folder = os.path.join(*folder.split(os.sep)[-2:])
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as table:
+                found += [f"{pid}: {line}" for line in table if folder in line]
+        except OSError:  # gone, or not ours to read
+            continue
+    return found
+
+
+def test_the_probe_leaves_no_launcher_building_in_its_folder(tmp_path, monkeypatch):
+    """The start-up probe once took the zygote's common path, which warms a spare
+    launcher for the request's root: the spare built its mountpoints in the probe's
+    folder while the probe removed it, and `gbr-node run` died at start with
+    "Directory not empty". The probe's folder is removed whole and no process mounts
+    anything from it afterwards (a spare is built within milliseconds; 3 s of looking)."""
+    found = support()
+    if found.mode != "namespaces":
+        pytest.skip("no namespaces here")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert self_test(found.abi, namespaces=True) is None
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert _mounts_under(str(tmp_path)) == []
+        time.sleep(0.05)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_working_folder_the_command_may_not_enter_is_said_so(tmp_path, monkeypatch, mode):
