@@ -258,6 +258,54 @@ def changed_last(messages: list[dict[str, Any]]) -> bool:
     return bool(names & set(_CHANGES)) and not any(r.startswith("error") for r in results)
 
 
+# A clause of the person's request that starts with one of these verbs asks for a change.
+_CHANGE_VERBS = frozenset(
+    {"add", "append", "change", "copy", "create", "edit", "fix", "insert", "make", "modify"}
+    | {"put", "rename", "replace", "save", "set", "store", "turn", "update", "write"}
+)
+# Words that may come before the verb at a clause's start ("please", "in notes.txt,").
+_LEADING = frozenset({"please", "now", "also", "just", "then", "and", "so"})
+_CLAUSE_SPLIT = re.compile(r"[.;:!?,]+(?=\s|$)|\n|\b(?:and|then)\b", re.IGNORECASE)
+
+
+def asks_for_change(request: str) -> bool:
+    """True when a clause of `request` (split at punctuation before a space, at "and"
+    and "then") is an imperative whose verb makes or changes a file ("create",
+    "edit", "copy ... into", "set", ...), after a leading "please"/"now" and a
+    leading "in <file>". English only; "tell me the value set there" is no such
+    clause (the verb must lead it)."""
+    for clause in _CLAUSE_SPLIT.split(request):
+        words = [w.lower() for w in clause.split()]
+        while words and words[0] in _LEADING:
+            words.pop(0)
+        if len(words) > 2 and words[0] == "in":
+            words = words[2:]
+        if words and words[0].strip("'\"") in _CHANGE_VERBS:
+            return True
+    return False
+
+
+def change_pending(messages: list[dict[str, Any]]) -> bool:
+    """True when the person's last message asks for a change (`asks_for_change`) and no
+    `write_file` or `edit_file` call since it has succeeded (a result not starting
+    with "error")."""
+    start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if start is None or not asks_for_change(str(messages[start].get("content") or "")):
+        return False
+    changes = {
+        call.get("id")
+        for message in messages[start:]
+        for call in message.get("tool_calls") or ()
+        if (call.get("function") or {}).get("name") in _CHANGES
+    }
+    return not any(
+        m.get("role") == "tool"
+        and m.get("tool_call_id") in changes
+        and not str(m.get("content") or "").startswith("error")
+        for m in messages[start:]
+    )
+
+
 def tool_call_grammar(
     tools: list[dict[str, Any]],
     *,

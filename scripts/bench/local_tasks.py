@@ -15,7 +15,7 @@ embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-gramm
 and `--first-answer-free` measure without it, or with a text branch in the first
 answer of a turn; `--quick` runs the first task of each kind once, with the default model
 unless `--models` names others, 20 s per task unless `--timeout`;
-`--held-out` adds the two held-out sets, each written before the changes it
+`--held-out` adds the three held-out sets, each written before the changes it
 was to judge and reported on its own row). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
@@ -452,6 +452,106 @@ HELD_OUT_2 = [
 ]
 
 
+# Held out 3: written (2026-12-01) after the change-request rule and before the rule on the
+# paths a request names; never run before that rule.
+HELD_OUT_3 = [
+    Task(
+        "create-poem",
+        "create",
+        "Create poem.txt with the line: roses are red",
+        file_has("poem.txt", "roses are red"),
+        held_out="held out 3",
+    ),
+    Task(
+        "create-nested",
+        "create",
+        "Make a new file src/util/help.txt that says help text",
+        file_has("src/util/help.txt", "help text"),
+        held_out="held out 3",
+    ),
+    Task(
+        "read-limit",
+        "read",
+        "Read limits.txt and tell me the maximum speed.",
+        says("120"),
+        {"limits.txt": "maximum speed: 120\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "read-author",
+        "read",
+        "Who wrote the book? See book.txt.",
+        says("Tolstoy"),
+        {"book.txt": "War and Peace, by Tolstoy\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "edit-size",
+        "edit",
+        "In size.txt, change small to large.",
+        file_is("size.txt", "size: large"),
+        {"size.txt": "size: small\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "edit-port",
+        "edit",
+        "Update server.cfg so the port is 9090 instead of 80.",
+        file_is("server.cfg", "port = 9090"),
+        {"server.cfg": "port = 80\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "list-assets",
+        "list",
+        "What is in the assets folder?",
+        says("font.ttf"),
+        {"assets/font.ttf": "x\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "list-scripts",
+        "list",
+        "List the scripts folder for me.",
+        says("build.sh", "deploy.sh"),
+        {"scripts/build.sh": "x\n", "scripts/deploy.sh": "y\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "search-fixme",
+        "search",
+        "Find FIXME in the project: which file is it in?",
+        says("core.py"),
+        {"core.py": "# FIXME later\n", "cli.py": "pass\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "search-email",
+        "search",
+        "Which file mentions an email address with @example.com?",
+        says("contacts.txt"),
+        {"contacts.txt": "ann@example.com\n", "todo.txt": "call ann\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "chain-dup",
+        "chain",
+        "Read list.txt and save the same content as list2.txt.",
+        file_is("list2.txt", "one two three"),
+        {"list.txt": "one two three\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "chain-summary",
+        "chain",
+        "Open fact.txt and write its text into summary.txt.",
+        file_has("summary.txt", "water boils at 100"),
+        {"fact.txt": "water boils at 100 degrees\n"},
+        held_out="held out 3",
+    ),
+]
+
+
 @dataclass
 class Outcome:
     model: str
@@ -631,10 +731,10 @@ async def main(argv: list[str] | None = None) -> int:
             print(f"model {name!r} is not installed (see pyproject's [local] extras)")
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
-    every = [*TASKS, *HELD_OUT, *HELD_OUT_2]
+    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]
     tasks = [t for t in every if t.name in wanted or not (wanted or t.held_out)]
     if args.held_out and not wanted:
-        tasks += [*HELD_OUT, *HELD_OUT_2]
+        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]
     if args.quick:
         tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
         args.runs = 1
