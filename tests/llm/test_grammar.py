@@ -19,6 +19,7 @@ from gbr_node.llm.grammar import (
     asks_for_change,
     change_pending,
     changed_last,
+    new_paths_named,
     old_strings,
     parse_text_call,
     tool_call_grammar,
@@ -326,3 +327,34 @@ def test_a_change_asked_for_is_pending_until_a_write_or_edit_succeeds(
     messages += [result("write_file", "created b.txt"), {"role": "assistant", "content": "Done."}]
     messages += [{"role": "user", "content": request_text}, *tail]  # the earlier turn's write
     assert change_pending(messages) is pending  # does not count for this one
+
+
+@pytest.mark.parametrize(
+    ("request_text", "named"),
+    [
+        ("Read notes.txt and write the same text into copy.txt.", ("copy.txt",)),
+        ("Create the file docs/todo.md with: milk", ("docs/todo.md",)),
+        ('Save it as "out.md", then as out.md again.', ("out.md",)),
+        ("Set the version to 2.0 in notes.txt", ()),  # 2.0 is no path, notes.txt exists
+        ("Read src/a.py", ()),  # exists
+        ("Mail ann@example.com", ()),
+        ("Write .gbr/x.txt and ../up.txt", ()),  # dot-folders and parents are never offered
+        ("", ()),
+    ],
+)
+def test_the_new_paths_a_request_names_are_found(request_text: str, named: tuple) -> None:
+    assert new_paths_named([{"role": "user", "content": request_text}], PROJECT) == named
+
+
+def test_while_a_named_file_is_still_to_be_made_only_it_is_written_and_nothing_edited() -> None:
+    waiting = replace(PROJECT, named=("copy.txt", "docs/b.md"))
+    grammar = Gbnf(tool_call_grammar([READ, WRITE, EDIT], workspace=waiting))
+    assert grammar.matches(call("write_file", {"path": "copy.txt", "content": "hi"}))
+    assert grammar.matches(call("write_file", {"path": "docs/b.md", "content": "hi"}))
+    assert not grammar.matches(call("write_file", {"path": "notes.md", "content": "hi"}))
+    edit = {"path": "notes.txt", "old_string": "size: big", "new_string": "s"}
+    assert not grammar.matches(call("edit_file", edit))
+    assert Gbnf(tool_call_grammar([READ, WRITE, EDIT], workspace=PROJECT)).matches(
+        call("edit_file", edit)
+    )
+    assert grammar.matches(call("read_file", {"path": "notes.txt"}))
