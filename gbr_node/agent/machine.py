@@ -18,8 +18,9 @@ cut and is a plain prompt; Ctrl-C while idle does nothing.
 GBR-CTX-01: every request goes through `agent.context` (compaction, with one
 line for the person); a server answer that the request did not fit gets one
 compaction and one retry. Runaway turns: the same call (tool and arguments)
-failing with the same error `RUNAWAY_REPEATS` times ends the turn, with a
-note to the model and one line to the person; within one answer, a call
+getting the same result `RUNAWAY_REPEATS` times (an error, or a success of a
+tool that changes no file) ends the turn, with a note to the model and one line to the person (a tiny model also
+loops on a search that succeeds); within one answer, a call
 repeated with the same arguments, and calls past `MAX_CALLS_PER_ANSWER`,
 are answered "not run" instead of being run.
 
@@ -184,7 +185,7 @@ class AgentMachine:
         self._results: dict[str, ToolExecutionFeedback] = {}
         self._raw_estimate = 0
         self._overflow_retried = False
-        self._failures: Counter[tuple[str, str, str]] = Counter()
+        self._repeats: Counter[tuple[str, str, str]] = Counter()
         self._checks = checks
         self._turn = 0
         self._baselined: set[CheckTarget] = set()
@@ -408,14 +409,18 @@ class AgentMachine:
         changed: list[str] = []
         for call in self._calls:
             feedback = self._results[call.id]
-            repeats = self._count_failure(call, feedback)
+            repeats = self._count_repeat(call, feedback)
             note = ""
             if repeats >= RUNAWAY_REPEATS:
-                runaway = call.name
+                failed = feedback.failed
+                runaway = (call.name, failed)
                 note = (
                     f"\n[stopped: this same call failed {repeats} times with the same error, "
                     "so the turn was ended. Do not repeat it; change the arguments or tell "
                     "the person what went wrong.]"
+                    if failed
+                    else f"\n[stopped: this same call gave this same result {repeats} times, "
+                    "so the turn was ended. Do not repeat it; answer from the result.]"
                 )
             held.append((feedback, call, note))
             changed += _changed_paths(call, feedback)
@@ -428,8 +433,11 @@ class AgentMachine:
         for feedback, call, note in held:
             self._append_result(feedback, call, note)
         if runaway is not None:
-            stop = f"stopped: {runaway} failed {RUNAWAY_REPEATS} times with the same arguments"
-            return [Show("notice", f"{stop} and error"), *self._end_turn()]
+            name, failed = runaway
+            did = "failed" if failed else "was called"
+            same = "error" if failed else "result"
+            stop = f"stopped: {name} {did} {RUNAWAY_REPEATS} times with the same arguments"
+            return [Show("notice", f"{stop} and {same}"), *self._end_turn()]
         return self._next_step()
 
     def _on_check_done(self, msg: CheckDone) -> list[Action]:
@@ -481,20 +489,22 @@ class AgentMachine:
 
     def _new_turn(self) -> None:
         self._steps = 0
-        self._failures.clear()
+        self._repeats.clear()
         self._turn += 1
         self._baselined.clear()
         self._retries.clear()
 
-    def _count_failure(
+    def _count_repeat(
         self, call: ToolCall | InvalidToolCall, feedback: ToolExecutionFeedback
     ) -> int:
-        text = feedback.as_text()
-        if not (feedback.error or (feedback.result or {}).get("isError")):
+        """How many times this turn the same tool and arguments got this same result: any
+        error, or a success of a tool that changes no file (a change repeated is the write
+        checks' to judge)."""
+        if not feedback.failed and call.name in CHANGING_TOOLS:
             return 0
-        key = (call.name, _arguments_key(call), text)
-        self._failures[key] += 1
-        return self._failures[key]
+        key = (call.name, _arguments_key(call), feedback.as_text())
+        self._repeats[key] += 1
+        return self._repeats[key]
 
     def _append_result(
         self,
@@ -600,7 +610,7 @@ def _tool_message(call_id: str, content: str) -> dict[str, Any]:
 
 def _describe_stale(msg: object) -> str:
     if isinstance(msg, ToolExecutionFeedback):
-        outcome = "error" if msg.error or (msg.result or {}).get("isError") else "ok"
+        outcome = "error" if msg.failed else "ok"
         where = "in /history, not sent to the model"
         return f"late result of an interrupted turn: {msg.tool} {outcome} ({where})"
     return f"late {type(msg).__name__} of an interrupted turn (ignored)"

@@ -147,6 +147,11 @@ class ToolExecutionFeedback:
     peer: str | None = None
     elapsed_s: float = 0.0
 
+    @property
+    def failed(self) -> bool:
+        """True when the call produced no result (`error`) or an MCP error result."""
+        return self.result is None or bool(self.result.get("isError"))
+
     def as_text(self) -> str:
         """The tool message content the model will see."""
         if self.result is None:

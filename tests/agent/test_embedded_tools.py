@@ -99,10 +99,12 @@ async def test_the_embedded_model_s_grammar_names_what_the_project_holds(tmp_pat
     assert not first.matches(call("read_file", {"path": "note.txt"}))
     assert first.matches(call("list_dir", {"path": "docs"}))
     assert not first.matches(call("list_dir", {"path": "doc"}))
+    # The request names hello.txt, which does not exist: it is the one file to write, and
+    # no edit comes first (the tiny model edited the file it had read instead).
     edit = {"path": "notes.txt", "old_string": "red", "new_string": "blue"}
-    assert first.matches(call("edit_file", edit))
-    assert not first.matches(call("edit_file", {**edit, "old_string": "green"}))
+    assert not first.matches(call("edit_file", edit))
     assert first.matches(call("write_file", {"path": "hello.txt", "content": "Hello"}))
+    assert not first.matches(call("write_file", {"path": "hi.txt", "content": "Hello"}))
     # The write succeeded: the next answer reports it, it calls nothing more.
     assert second.matches("Done.")
     assert not second.matches(call("read_file", {"path": "hello.txt"}))

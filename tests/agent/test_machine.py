@@ -297,3 +297,22 @@ def test_an_interrupt_that_drops_queued_messages_says_how_many():
     actions = m.handle(Interrupt())
     (dropped,) = [a for a in actions if isinstance(a, Show) and a.data.get("dropped")]
     assert dropped.data["dropped"] == 1 and "dropped 1 queued" in dropped.text
+
+
+def test_the_same_call_with_the_same_result_three_times_ends_the_turn_too():
+    """Issue 15: the embedded model ran the same successful search until its step limit."""
+    m = make()
+    pid = only(m.handle(UserPrompt("go")), StartInference)[0].prompt.prompt_id
+    for n in range(2):
+        m.handle(OracleDone(pid, "", (call(f"c{n}"),), "tool_calls"))
+        (start,) = only(m.handle(ok(pid, f"c{n}")), StartInference)
+        pid = start.prompt.prompt_id
+    m.handle(OracleDone(pid, "", (call("c9"),), "tool_calls"))
+    actions = m.handle(ok(pid, "c9"))
+    assert not only(actions, StartInference) and m.state is State.IDLE
+    (notice,) = [a for a in only(actions, Show) if a.kind == "notice"]
+    assert notice.text == "stopped: read_file was called 3 times with the same arguments and result"
+    assert (
+        "[stopped: this same call gave this same result 3 times"
+        in (m.session.entries[-1].message["content"])
+    )
