@@ -19,8 +19,9 @@ GBR-CTX-01: every request goes through `agent.context` (compaction, with one
 line for the person); a server answer that the request did not fit gets one
 compaction and one retry. Runaway turns: the same call (tool and arguments)
 getting the same result `RUNAWAY_REPEATS` times (an error, or a success of a
-tool that changes no file) ends the turn, with a note to the model and one line to the person (a tiny model also
-loops on a search that succeeds); within one answer, a call
+tool that changes no file) ends the turn, with a note to the model and one
+line to the person (a tiny model also loops on a search that succeeds);
+within one answer, a call
 repeated with the same arguments, and calls past `MAX_CALLS_PER_ANSWER`,
 are answered "not run" instead of being run.
 

@@ -56,7 +56,7 @@ from gbr_node.llm.grammar import (
     answered,
     change_pending,
     changed_last,
-    new_paths_named,
+    paths_named,
     tool_call_grammar,
 )
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
@@ -289,11 +289,16 @@ class ChatStream:
             workspace = None
             if settings.tool_grammar and settings.grammar_workspace is not None:
                 workspace = settings.grammar_workspace()
-                if workspace is not None:
-                    named = new_paths_named(self._messages, workspace)
-                    workspace = replace(workspace, done=answered(self._messages), named=named)
-            if workspace is not None and change_pending(self._messages):
-                must_call = True
+            if workspace is not None:
+                named, existing = paths_named(self._messages, workspace)
+                pending = change_pending(self._messages)
+                must_call = must_call or pending
+                workspace = replace(
+                    workspace,
+                    done=answered(self._messages),
+                    named=named,
+                    focus=existing if pending else (),
+                )
             grammar = settings.tool_grammar and tool_call_grammar(
                 self._tools,
                 must_call=must_call,

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,10 +80,15 @@ class Workspace:
     reads and listings already answered (a file changed since may be read again),
     and `edit_file` of a file already changed in the turn (no edit undone)."""
     named: tuple[str, ...] = ()
-    """Paths the person's last message names that do not exist yet
-    (`new_paths_named`): while there are any, `write_file` names one of them and
-    `edit_file` is not offered (asked to copy a.txt into b.txt, the tiny model
-    edited a.txt or wrote notes.txt for notes/todo.txt)."""
+    """Paths the person's last message names that do not exist yet (`paths_named`):
+    while there are any, `write_file` names one of them and `edit_file` is not
+    offered (asked to copy a.txt into b.txt, the tiny model edited a.txt or wrote
+    notes.txt for notes/todo.txt)."""
+    focus: tuple[str, ...] = ()
+    """Existing files the person's last message names, set while the change it asks
+    for is pending: then only `read_file`, `edit_file` (of these files) and
+    `write_file` (of `named`, if any) are offered (asked to edit greet.py, the tiny
+    model wrote greet.py.txt, or listed and searched until its step limit)."""
 
 
 def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
@@ -196,8 +201,19 @@ def _targets(name: str, workspace: Workspace | None) -> list[str] | None:
     kind = _EXISTING.get(name)
     if workspace is None or kind is None:
         return None
-    paths = workspace.folders if kind == "folder" else workspace.files
+    paths: Iterable[str] = workspace.folders if kind == "folder" else workspace.files
+    if workspace.focus:
+        paths = [path for path in paths if path in workspace.focus]
     return [path for path in paths if (name, path) not in workspace.done]
+
+
+def _offered(name: str, workspace: Workspace | None) -> bool:
+    """False for the tools `Workspace.focus` leaves out (module docstring)."""
+    if workspace is None or not workspace.focus:
+        return True
+    if name == _CREATE:
+        return bool(workspace.named)
+    return name in ("read_file", _EDIT)
 
 
 def _new_path_rules(existing: list[str]) -> list[str]:
@@ -296,21 +312,23 @@ def asks_for_change(request: str) -> bool:
 _NAMED_PATH_RE = re.compile(r"(?<![\w@./-])(?:[\w-]+/)*[\w-]+\.[A-Za-z]\w*(?![\w/-])")
 
 
-def new_paths_named(messages: list[dict[str, Any]], workspace: Workspace) -> tuple[str, ...]:
+def paths_named(
+    messages: list[dict[str, Any]], workspace: Workspace
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The relative paths the person's last message names (`name.ext`, optionally in
-    folders; no `..`, none under a dot-folder) that are neither a file nor a folder of
-    `workspace`, in the order named; () when it names none."""
+    folders; no `..`, none under a dot-folder), in the order named: those that are
+    neither a file nor a folder of `workspace`, and the files of `workspace`."""
     request = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-    if request is None:
-        return ()
-    named = []
-    for path in _NAMED_PATH_RE.findall(str(request.get("content") or "")):
-        parts = path.split("/")
-        if any(part.startswith(".") for part in parts):
+    new: list[str] = []
+    existing: list[str] = []
+    for path in _NAMED_PATH_RE.findall(str((request or {}).get("content") or "")):
+        if any(part.startswith(".") for part in path.split("/")):
             continue
-        if path not in workspace.files and path not in workspace.folders:
-            named.append(path)
-    return tuple(dict.fromkeys(named))
+        if path in workspace.files:
+            existing.append(path)
+        elif path not in workspace.folders:
+            new.append(path)
+    return tuple(dict.fromkeys(new)), tuple(dict.fromkeys(existing))
 
 
 def change_pending(messages: list[dict[str, Any]]) -> bool:
@@ -354,6 +372,8 @@ def tool_call_grammar(
     for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        if not _offered(function["name"], workspace):
             continue
         arguments = _arguments_rule(function["name"], function.get("parameters") or {}, workspace)
         if arguments is not None:

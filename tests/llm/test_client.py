@@ -390,11 +390,11 @@ WRITE_TOOL = {
 async def test_a_change_asked_for_keeps_the_answer_a_call_until_one_succeeds(
     server, settings
 ) -> None:
-    """Issue 15: asked to edit a file, the embedded model read it and then described the
+    """Issue 15: asked to change files, the embedded model read one and then described the
     change as made; with the project known, the answer after the read must be a call."""
     server.enqueue(text_reply("ok", pieces=1), text_reply("ok", pieces=1))
     workspace = Workspace(files={"a.txt": "colour: red\n"})
-    asked = [{"role": "user", "content": "In a.txt change red to blue."}]
+    asked = [{"role": "user", "content": "Copy a.txt into b.txt."}]
     read = {
         "role": "assistant",
         "content": None,

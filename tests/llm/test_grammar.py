@@ -19,9 +19,9 @@ from gbr_node.llm.grammar import (
     asks_for_change,
     change_pending,
     changed_last,
-    new_paths_named,
     old_strings,
     parse_text_call,
+    paths_named,
     tool_call_grammar,
 )
 from tests.support.gbnf import Gbnf
@@ -330,20 +330,22 @@ def test_a_change_asked_for_is_pending_until_a_write_or_edit_succeeds(
 
 
 @pytest.mark.parametrize(
-    ("request_text", "named"),
+    ("request_text", "new", "existing"),
     [
-        ("Read notes.txt and write the same text into copy.txt.", ("copy.txt",)),
-        ("Create the file docs/todo.md with: milk", ("docs/todo.md",)),
-        ('Save it as "out.md", then as out.md again.', ("out.md",)),
-        ("Set the version to 2.0 in notes.txt", ()),  # 2.0 is no path, notes.txt exists
-        ("Read src/a.py", ()),  # exists
-        ("Mail ann@example.com", ()),
-        ("Write .gbr/x.txt and ../up.txt", ()),  # dot-folders and parents are never offered
-        ("", ()),
+        ("Read notes.txt and write the same text into copy.txt.", ("copy.txt",), ("notes.txt",)),
+        ("Create the file docs/todo.md with: milk", ("docs/todo.md",), ()),
+        ('Save it as "out.md", then as out.md again.', ("out.md",), ()),
+        ("Set the version to 2.0 in notes.txt", (), ("notes.txt",)),  # 2.0 is no path
+        ("Read src/a.py", (), ("src/a.py",)),
+        ("Mail ann@example.com", (), ()),
+        ("Write .gbr/x.txt and ../up.txt", (), ()),  # dot-folders and parents: never offered
+        ("", (), ()),
     ],
 )
-def test_the_new_paths_a_request_names_are_found(request_text: str, named: tuple) -> None:
-    assert new_paths_named([{"role": "user", "content": request_text}], PROJECT) == named
+def test_the_paths_a_request_names_are_found_new_and_existing(
+    request_text: str, new: tuple, existing: tuple
+) -> None:
+    assert paths_named([{"role": "user", "content": request_text}], PROJECT) == (new, existing)
 
 
 def test_while_a_named_file_is_still_to_be_made_only_it_is_written_and_nothing_edited() -> None:
@@ -357,4 +359,25 @@ def test_while_a_named_file_is_still_to_be_made_only_it_is_written_and_nothing_e
     assert Gbnf(tool_call_grammar([READ, WRITE, EDIT], workspace=PROJECT)).matches(
         call("edit_file", edit)
     )
+    assert grammar.matches(call("read_file", {"path": "notes.txt"}))
+
+
+def test_while_a_change_is_pending_the_files_named_are_the_only_ones_acted_on() -> None:
+    """Asked to edit greet.py, the tiny model wrote greet.py.txt, or listed and searched."""
+    search = tool("search_text", {"pattern": STR}, ["pattern"])
+    edit = {"path": "notes.txt", "old_string": "size: big", "new_string": "s"}
+    focused = replace(PROJECT, focus=("notes.txt",))
+    grammar = Gbnf(tool_call_grammar([READ, WRITE, EDIT, LIST, search], workspace=focused))
+    assert grammar.matches(call("read_file", {"path": "notes.txt"}))
+    assert grammar.matches(call("edit_file", edit))
+    assert not grammar.matches(call("read_file", {"path": "src/a.py"}))
+    assert not grammar.matches(
+        call("edit_file", {**edit, "path": "src/a.py", "old_string": "x = 1"})
+    )
+    assert not grammar.matches(call("write_file", {"path": "notes.txt.new", "content": "x"}))
+    assert not grammar.matches(call("list_dir", {"path": "."}))
+    assert not grammar.matches(call("search_text", {"pattern": "big"}))
+    copying = replace(focused, named=("copy.txt",))
+    grammar = Gbnf(tool_call_grammar([READ, WRITE, EDIT], workspace=copying))
+    assert grammar.matches(call("write_file", {"path": "copy.txt", "content": "x"}))
     assert grammar.matches(call("read_file", {"path": "notes.txt"}))
