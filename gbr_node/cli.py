@@ -578,4 +578,30 @@ def main(argv: list[str] | None = None) -> int:
         split = getattr(exc, "subgroup", None)
         if split is not None and split(KeyboardInterrupt) is not None:
             return 130
-        raise
+        if not isinstance(exc, Exception):
+            raise
+        return _internal_error(exc)
+
+
+def _internal_error(exc: Exception) -> int:
+    """Report a defect in one line naming its innermost exception; the traceback goes
+    to the log file when one is set up (`run`: .gbr/node.log), else to stderr."""
+    import logging
+    import traceback
+
+    leaf: BaseException = exc
+    while getattr(leaf, "exceptions", None):  # an exception group (trio's nurseries)
+        leaf = leaf.exceptions[0]  # type: ignore[attr-defined]
+    files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    if files:
+        logging.getLogger("gbr_node").error("the node stopped on a defect", exc_info=exc)
+        where = f"the traceback is in {files[0].baseFilename}"
+    else:
+        traceback.print_exception(exc, file=sys.stderr)
+        where = "the traceback is above"
+    print(
+        f"gbr-node: stopped on an internal error: {type(leaf).__name__}: {leaf} "
+        f"(a defect; {where})",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED

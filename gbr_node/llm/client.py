@@ -52,7 +52,13 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
-from gbr_node.llm.grammar import answered, changed_last, tool_call_grammar
+from gbr_node.llm.grammar import (
+    answered,
+    change_pending,
+    changed_last,
+    new_paths_named,
+    tool_call_grammar,
+)
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
 from gbr_node.llm.window import (
@@ -284,7 +290,10 @@ class ChatStream:
             if settings.tool_grammar and settings.grammar_workspace is not None:
                 workspace = settings.grammar_workspace()
                 if workspace is not None:
-                    workspace = replace(workspace, done=answered(self._messages))
+                    named = new_paths_named(self._messages, workspace)
+                    workspace = replace(workspace, done=answered(self._messages), named=named)
+            if workspace is not None and change_pending(self._messages):
+                must_call = True
             grammar = settings.tool_grammar and tool_call_grammar(
                 self._tools,
                 must_call=must_call,

@@ -79,6 +79,11 @@ class Workspace:
     """`(tool, path)` not offered again in this turn, so a model cannot loop: the
     reads and listings already answered (a file changed since may be read again),
     and `edit_file` of a file already changed in the turn (no edit undone)."""
+    named: tuple[str, ...] = ()
+    """Paths the person's last message names that do not exist yet
+    (`new_paths_named`): while there are any, `write_file` names one of them and
+    `edit_file` is not offered (asked to copy a.txt into b.txt, the tiny model
+    edited a.txt or wrote notes.txt for notes/todo.txt)."""
 
 
 def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
@@ -155,6 +160,8 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
     required = [k for k in parameters.get("required") or () if k in properties]
     optional = [k for k in properties if k not in required]
     targets = _targets(name, workspace)
+    if name == _EDIT and workspace is not None and workspace.named:
+        return None  # a file the person named is still to be made: not an edit
     if targets is not None and "path" in properties:
         if not targets:
             return None  # nothing it could act on: not offered
@@ -166,7 +173,7 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
         if key == "path" and targets is not None:
             value = _one_of(targets)
         elif key == "path" and name == _CREATE and workspace is not None:
-            value = "newpath"
+            value = _one_of(list(workspace.named)) if workspace.named else "newpath"
         if value is None:
             if key in required:
                 return None
@@ -256,6 +263,75 @@ def changed_last(messages: list[dict[str, Any]]) -> bool:
     names = {call.get("function", {}).get("name") for call in calls}
     results = [str(m.get("content") or "") for m in messages[index:]]
     return bool(names & set(_CHANGES)) and not any(r.startswith("error") for r in results)
+
+
+# A clause of the person's request that starts with one of these verbs asks for a change.
+_CHANGE_VERBS = frozenset(
+    {"add", "append", "change", "copy", "create", "edit", "fix", "insert", "make", "modify"}
+    | {"put", "rename", "replace", "save", "set", "store", "turn", "update", "write"}
+)
+# Words that may come before the verb at a clause's start ("please", "in notes.txt,").
+_LEADING = frozenset({"please", "now", "also", "just", "then", "and", "so"})
+_CLAUSE_SPLIT = re.compile(r"[.;:!?,]+(?=\s|$)|\n|\b(?:and|then)\b", re.IGNORECASE)
+
+
+def asks_for_change(request: str) -> bool:
+    """True when a clause of `request` (split at punctuation before a space, at "and"
+    and "then") is an imperative whose verb makes or changes a file ("create",
+    "edit", "copy ... into", "set", ...), after a leading "please"/"now" and a
+    leading "in <file>". English only; "tell me the value set there" is no such
+    clause (the verb must lead it)."""
+    for clause in _CLAUSE_SPLIT.split(request):
+        words = [w.lower() for w in clause.split()]
+        while words and words[0] in _LEADING:
+            words.pop(0)
+        if len(words) > 2 and words[0] == "in":
+            words = words[2:]
+        if words and words[0].strip("'\"") in _CHANGE_VERBS:
+            return True
+    return False
+
+
+# A path in a request: no spaces, a name with a letter-led extension ("notes/todo.txt").
+_NAMED_PATH_RE = re.compile(r"(?<![\w@./-])(?:[\w-]+/)*[\w-]+\.[A-Za-z]\w*(?![\w/-])")
+
+
+def new_paths_named(messages: list[dict[str, Any]], workspace: Workspace) -> tuple[str, ...]:
+    """The relative paths the person's last message names (`name.ext`, optionally in
+    folders; no `..`, none under a dot-folder) that are neither a file nor a folder of
+    `workspace`, in the order named; () when it names none."""
+    request = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    if request is None:
+        return ()
+    named = []
+    for path in _NAMED_PATH_RE.findall(str(request.get("content") or "")):
+        parts = path.split("/")
+        if any(part.startswith(".") for part in parts):
+            continue
+        if path not in workspace.files and path not in workspace.folders:
+            named.append(path)
+    return tuple(dict.fromkeys(named))
+
+
+def change_pending(messages: list[dict[str, Any]]) -> bool:
+    """True when the person's last message asks for a change (`asks_for_change`) and no
+    `write_file` or `edit_file` call since it has succeeded (a result not starting
+    with "error")."""
+    start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if start is None or not asks_for_change(str(messages[start].get("content") or "")):
+        return False
+    changes = {
+        call.get("id")
+        for message in messages[start:]
+        for call in message.get("tool_calls") or ()
+        if (call.get("function") or {}).get("name") in _CHANGES
+    }
+    return not any(
+        m.get("role") == "tool"
+        and m.get("tool_call_id") in changes
+        and not str(m.get("content") or "").startswith("error")
+        for m in messages[start:]
+    )
 
 
 def tool_call_grammar(

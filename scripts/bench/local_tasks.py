@@ -15,8 +15,8 @@ embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-gramm
 and `--first-answer-free` measure without it, or with a text branch in the first
 answer of a turn; `--quick` runs the first task of each kind once, with the default model
 unless `--models` names others, 20 s per task unless `--timeout`;
-`--held-out` adds the held-out tasks, which were never tuned on and are
-reported on their own row). The
+`--held-out` adds the three held-out sets, each written before the changes it
+was to judge and reported on its own row). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
 
@@ -80,7 +80,7 @@ class Task:
     prompt: str
     check: Check
     files: dict[str, str] = field(default_factory=dict)
-    held_out: bool = False  # written before tuning and never tuned on (reported apart)
+    held_out: str = ""  # the held-out set's label: written before tuning, reported apart
 
 
 def file_is(path: str, text: str) -> Check:
@@ -260,14 +260,14 @@ HELD_OUT = [
         "create",
         "Create a file shopping.txt with the text: eggs and bread",
         file_has("shopping.txt", "eggs and bread"),
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "create-log",
         "create",
         "Please make logs/today.log containing started",
         file_has("logs/today.log", "started"),
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "read-owner",
@@ -275,7 +275,7 @@ HELD_OUT = [
         "Open owner.txt and tell me who the owner is.",
         says("Grace"),
         {"owner.txt": "owner: Grace\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "read-city",
@@ -283,7 +283,7 @@ HELD_OUT = [
         "Which city is named in address.txt?",
         says("Lisbon"),
         {"address.txt": "12 Main Street\nLisbon\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "edit-pets",
@@ -291,7 +291,7 @@ HELD_OUT = [
         "Replace cat with dog in pets.txt.",
         file_is("pets.txt", "I have a dog."),
         {"pets.txt": "I have a cat.\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "edit-timeout",
@@ -299,7 +299,7 @@ HELD_OUT = [
         "Set the timeout in app.toml to 30 (it is 10 now).",
         file_is("app.toml", "timeout = 30"),
         {"app.toml": "timeout = 10\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "list-images",
@@ -307,7 +307,7 @@ HELD_OUT = [
         "What files are in the images folder?",
         says("logo.svg", "icon.svg"),
         {"images/logo.svg": "<svg/>\n", "images/icon.svg": "<svg/>\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "list-tests",
@@ -315,7 +315,7 @@ HELD_OUT = [
         "Show me what is inside the tests directory.",
         says("test_app.py"),
         {"tests/test_app.py": "def test(): pass\n", "app.py": "print(1)\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "search-deadline",
@@ -323,7 +323,7 @@ HELD_OUT = [
         "Search for the word deadline and tell me which file has it.",
         says("plan.md"),
         {"plan.md": "deadline: friday\n", "notes.md": "nothing yet\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "search-import",
@@ -331,7 +331,7 @@ HELD_OUT = [
         "Which Python file imports json?",
         says("load.py"),
         {"load.py": "import json\n", "main.py": "import sys\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "chain-title",
@@ -339,7 +339,7 @@ HELD_OUT = [
         "Read title.txt and write the same text into title_copy.txt.",
         file_has("title_copy.txt", "moby dick"),
         {"title.txt": "Moby Dick\n"},
-        held_out=True,
+        held_out="held out",
     ),
     Task(
         "chain-upper",
@@ -347,7 +347,207 @@ HELD_OUT = [
         "Look at word.txt and create shout.txt with that word in capital letters.",
         file_is("shout.txt", "HELLO"),
         {"word.txt": "hello\n"},
-        held_out=True,
+        held_out="held out",
+    ),
+]
+
+
+# Held out 2: written (2026-12-01) after seeing the first held-out set's failures and before
+# the change-request rule of `llm.grammar` was written; never run before that change.
+HELD_OUT_2 = [
+    Task(
+        "create-motd",
+        "create",
+        "Save the message 'welcome back' in a new file motd.txt",
+        file_has("motd.txt", "welcome back"),
+        held_out="held out 2",
+    ),
+    Task(
+        "create-readme",
+        "create",
+        "I need a file docs/README.md whose text is: project notes",
+        file_has("docs/README.md", "project notes"),
+        held_out="held out 2",
+    ),
+    Task(
+        "read-colour",
+        "read",
+        "What is my favourite colour? It is written in prefs.txt.",
+        says("green"),
+        {"prefs.txt": "favourite colour: green\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "read-date",
+        "read",
+        "Read release.txt: on which day is the release?",
+        says("Tuesday"),
+        {"release.txt": "The release is on Tuesday.\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "edit-name",
+        "edit",
+        "Change the name in user.txt from Alice to Bob.",
+        file_is("user.txt", "name: Bob"),
+        {"user.txt": "name: Alice\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "edit-debug",
+        "edit",
+        "Turn debug on in flags.cfg: it should say debug = true",
+        file_is("flags.cfg", "debug = true"),
+        {"flags.cfg": "debug = false\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "list-music",
+        "list",
+        "Which files does the music folder hold?",
+        says("song.mp3", "track.mp3"),
+        {"music/song.mp3": "x\n", "music/track.mp3": "y\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "list-config",
+        "list",
+        "List what is in the config directory.",
+        says("app.yaml"),
+        {"config/app.yaml": "a: 1\n", "main.py": "pass\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "search-error",
+        "search",
+        "Which file contains the text ERROR?",
+        says("run.log"),
+        {"run.log": "ok\nERROR: disk full\n", "old.log": "ok\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "search-host",
+        "search",
+        "Search the files for HOST and tell me the host name set there.",
+        says("example.org"),
+        {"env.sh": "HOST=example.org\n", "run.sh": "echo hi\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "chain-backup",
+        "chain",
+        "Copy the text of data.txt into a new file backup.txt.",
+        file_is("backup.txt", "alpha beta gamma"),
+        {"data.txt": "alpha beta gamma\n"},
+        held_out="held out 2",
+    ),
+    Task(
+        "chain-city",
+        "chain",
+        "Read city.txt and write the city's name into answer.txt.",
+        file_has("answer.txt", "paris"),
+        {"city.txt": "Paris\n"},
+        held_out="held out 2",
+    ),
+]
+
+
+# Held out 3: written (2026-12-01) after the change-request rule and before the rule on the
+# paths a request names; never run before that rule.
+HELD_OUT_3 = [
+    Task(
+        "create-poem",
+        "create",
+        "Create poem.txt with the line: roses are red",
+        file_has("poem.txt", "roses are red"),
+        held_out="held out 3",
+    ),
+    Task(
+        "create-nested",
+        "create",
+        "Make a new file src/util/help.txt that says help text",
+        file_has("src/util/help.txt", "help text"),
+        held_out="held out 3",
+    ),
+    Task(
+        "read-limit",
+        "read",
+        "Read limits.txt and tell me the maximum speed.",
+        says("120"),
+        {"limits.txt": "maximum speed: 120\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "read-author",
+        "read",
+        "Who wrote the book? See book.txt.",
+        says("Tolstoy"),
+        {"book.txt": "War and Peace, by Tolstoy\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "edit-size",
+        "edit",
+        "In size.txt, change small to large.",
+        file_is("size.txt", "size: large"),
+        {"size.txt": "size: small\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "edit-port",
+        "edit",
+        "Update server.cfg so the port is 9090 instead of 80.",
+        file_is("server.cfg", "port = 9090"),
+        {"server.cfg": "port = 80\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "list-assets",
+        "list",
+        "What is in the assets folder?",
+        says("font.ttf"),
+        {"assets/font.ttf": "x\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "list-scripts",
+        "list",
+        "List the scripts folder for me.",
+        says("build.sh", "deploy.sh"),
+        {"scripts/build.sh": "x\n", "scripts/deploy.sh": "y\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "search-fixme",
+        "search",
+        "Find FIXME in the project: which file is it in?",
+        says("core.py"),
+        {"core.py": "# FIXME later\n", "cli.py": "pass\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "search-email",
+        "search",
+        "Which file mentions an email address with @example.com?",
+        says("contacts.txt"),
+        {"contacts.txt": "ann@example.com\n", "todo.txt": "call ann\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "chain-dup",
+        "chain",
+        "Read list.txt and save the same content as list2.txt.",
+        file_is("list2.txt", "one two three"),
+        {"list.txt": "one two three\n"},
+        held_out="held out 3",
+    ),
+    Task(
+        "chain-summary",
+        "chain",
+        "Open fact.txt and write its text into summary.txt.",
+        file_has("summary.txt", "water boils at 100"),
+        {"fact.txt": "water boils at 100 degrees\n"},
+        held_out="held out 3",
     ),
 ]
 
@@ -361,7 +561,7 @@ class Outcome:
     seconds: float
     steps: int
     answer: str
-    held_out: bool
+    held_out: str
 
 
 def make_project(base: Path, task: Task) -> Path:
@@ -476,8 +676,8 @@ def table(results: dict[str, tuple[list[Outcome], float, float]], kinds: list[st
     _, base_rate, _ = results[base]
     base_time = statistics.median(o.seconds for o in results[base][0])
     for name, (every, rate, ram) in results.items():
-        for label, held in (("task set", False), ("held out", True)):
-            outcomes = [o for o in every if o.held_out == held]
+        for label in dict.fromkeys(o.held_out or "task set" for o in every):
+            outcomes = [o for o in every if (o.held_out or "task set") == label]
             if not outcomes:
                 continue
             success = 100 * sum(o.ok for o in outcomes) / len(outcomes)
@@ -502,7 +702,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, help="seconds per task (90; 20 with --quick)")
     parser.add_argument("--tasks", default="", help="comma-separated task names (default all)")
     parser.add_argument(
-        "--held-out", action="store_true", help="also the held-out tasks (reported apart)"
+        "--held-out", action="store_true", help="also the held-out sets (each reported apart)"
     )
     parser.add_argument("--json", type=Path, help="write every outcome to this file")
     parser.add_argument(
@@ -531,9 +731,10 @@ async def main(argv: list[str] | None = None) -> int:
             print(f"model {name!r} is not installed (see pyproject's [local] extras)")
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
-    tasks = [t for t in [*TASKS, *HELD_OUT] if t.name in wanted or not (wanted or t.held_out)]
+    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]
+    tasks = [t for t in every if t.name in wanted or not (wanted or t.held_out)]
     if args.held_out and not wanted:
-        tasks += HELD_OUT
+        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]
     if args.quick:
         tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
         args.runs = 1

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from gbr_node.config.profile import ALL_LOCAL_TOOLS
@@ -218,3 +219,29 @@ def test_the_readme_examples_work_where_its_first_command_leaves_you(fresh):
         )
         refusal = "outside.txt" in command
         assert (out.returncode == 1) if refusal else (out.returncode == 0), (command, out)
+
+
+def test_a_defect_after_the_repl_started_is_one_line_on_screen_and_logged_whole(
+    fresh, model_server, tmp_path
+):
+    """A node that stops on an unexpected exception once the REPL is drawn says so in one
+    line naming it, not a page of nested exception-group traceback, and not nothing."""
+    write_profile(fresh, model_server.base_url)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(  # the defect: learning the window fails
+        "import gbr_node.control as c\n"
+        "async def boom(self):\n"
+        "    raise RuntimeError('injected defect')\n"
+        "c.Node.learn_window = boom\n",
+        encoding="utf-8",
+    )
+    term = Terminal(spawn_node(fresh, "run", env={"PYTHONPATH": str(site)}))
+    term.expect(r"stopped on an internal error: RuntimeError: injected defect")
+    term.child.expect(pexpect.EOF)
+    term.child.close()
+    assert term.child.exitstatus == 1
+    assert "Traceback" not in term.transcript()
+    assert "node.log" in term.transcript()
+    log = (fresh / ".gbr" / "node.log").read_text(encoding="utf-8")
+    assert "Traceback" in log and "RuntimeError: injected defect" in log

@@ -11,6 +11,7 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.events import KeepAlive, TextDelta, ToolCallStarted
+from gbr_node.llm.grammar import Workspace
 from tests.support.model_server import ModelServer
 from tests.support.replies import (
     Delay,
@@ -371,6 +372,50 @@ async def test_tool_grammar_constrains_the_request_and_reads_the_call_from_the_t
     assert bodies[0]["grammar"].startswith("root ::= call\n")
     assert bodies[1]["grammar"].startswith("root ::= call | answer\n")
     assert r"\"name\": \"read_file\"" in bodies[0]["grammar"]
+
+
+WRITE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "write_file",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+    },
+}
+
+
+async def test_a_change_asked_for_keeps_the_answer_a_call_until_one_succeeds(
+    server, settings
+) -> None:
+    """Issue 15: asked to edit a file, the embedded model read it and then described the
+    change as made; with the project known, the answer after the read must be a call."""
+    server.enqueue(text_reply("ok", pieces=1), text_reply("ok", pieces=1))
+    workspace = Workspace(files={"a.txt": "colour: red\n"})
+    asked = [{"role": "user", "content": "In a.txt change red to blue."}]
+    read = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+            }
+        ],
+    }
+    after_read = [*asked, read, {"role": "tool", "tool_call_id": "c1", "content": "colour: red"}]
+    question = [{"role": "user", "content": "What does a.txt say?"}, *after_read[1:]]
+    async with ModelClient(
+        settings(tool_grammar=True, grammar_workspace=lambda: workspace)
+    ) as client:
+        await collect(client, after_read, [*READ_PATH_TOOL, WRITE_TOOL])
+        await collect(client, question, [*READ_PATH_TOOL, WRITE_TOOL])
+    bodies = [request.body for request in server.requests]
+    assert bodies[0]["grammar"].startswith("root ::= call\n")
+    assert bodies[1]["grammar"].startswith("root ::= call | answer\n")
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,10 @@ from gbr_node.llm.grammar import (
     MAX_OLD_STRINGS,
     Workspace,
     answered,
+    asks_for_change,
+    change_pending,
     changed_last,
+    new_paths_named,
     old_strings,
     parse_text_call,
     tool_call_grammar,
@@ -273,3 +276,85 @@ def test_a_successful_change_ends_the_calls_of_the_turn(tail: list, changed: boo
     grammar = tool_call_grammar([READ, WRITE], must_answer=changed_last(messages))
     assert Gbnf(grammar).matches("Done.")
     assert Gbnf(grammar).matches(call("read_file", {"path": "a"})) is not changed
+
+
+@pytest.mark.parametrize(
+    ("request_text", "asks"),
+    [
+        ("Create a file hello.txt containing: Hello, world", True),
+        ("In greet.py replace the word hi with hello.", True),  # "greet.py" splits nothing
+        ("In colors.txt, change red to blue.", True),
+        ("Please make logs/today.log containing started", True),
+        ("Read name.txt, then create hello.txt that says Hello", True),
+        ("Find the file with apple and copy its content into found.txt.", True),
+        ("Set the timeout in app.toml to 30 (it is 10 now).", True),
+        ("WRITE notes.txt", True),
+        ("Search the files for HOST and tell me the host name set there.", False),
+        ("Read config.ini and tell me which port it sets.", False),
+        ("What is the password written in secret.txt?", False),
+        ("How many files are in the docs folder?", False),
+        ("Which file would you change to fix this?", False),
+        ("", False),
+    ],
+)
+def test_a_request_asks_for_a_change_when_a_clause_leads_with_a_change_verb(
+    request_text: str, asks: bool
+) -> None:
+    assert asks_for_change(request_text) is asks
+
+
+EDIT_ASKED = "Change red to blue in a.txt"
+
+
+def result(call_id: str, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+@pytest.mark.parametrize(
+    ("request_text", "tail", "pending"),
+    [
+        (EDIT_ASKED, [], True),
+        (EDIT_ASKED, [made("read_file"), result("read_file", "a.txt: 1")], True),
+        (EDIT_ASKED, [made("edit_file"), result("edit_file", "error: no")], True),
+        (EDIT_ASKED, [made("edit_file"), result("edit_file", "edited a.txt")], False),
+        ("What is in a.txt?", [made("read_file"), result("read_file", "a.txt: 1")], False),
+    ],
+)  # fmt: skip
+def test_a_change_asked_for_is_pending_until_a_write_or_edit_succeeds(
+    request_text: str, tail: list, pending: bool
+) -> None:
+    messages = [{"role": "user", "content": "Create b.txt"}, made("write_file")]
+    messages += [result("write_file", "created b.txt"), {"role": "assistant", "content": "Done."}]
+    messages += [{"role": "user", "content": request_text}, *tail]  # the earlier turn's write
+    assert change_pending(messages) is pending  # does not count for this one
+
+
+@pytest.mark.parametrize(
+    ("request_text", "named"),
+    [
+        ("Read notes.txt and write the same text into copy.txt.", ("copy.txt",)),
+        ("Create the file docs/todo.md with: milk", ("docs/todo.md",)),
+        ('Save it as "out.md", then as out.md again.', ("out.md",)),
+        ("Set the version to 2.0 in notes.txt", ()),  # 2.0 is no path, notes.txt exists
+        ("Read src/a.py", ()),  # exists
+        ("Mail ann@example.com", ()),
+        ("Write .gbr/x.txt and ../up.txt", ()),  # dot-folders and parents are never offered
+        ("", ()),
+    ],
+)
+def test_the_new_paths_a_request_names_are_found(request_text: str, named: tuple) -> None:
+    assert new_paths_named([{"role": "user", "content": request_text}], PROJECT) == named
+
+
+def test_while_a_named_file_is_still_to_be_made_only_it_is_written_and_nothing_edited() -> None:
+    waiting = replace(PROJECT, named=("copy.txt", "docs/b.md"))
+    grammar = Gbnf(tool_call_grammar([READ, WRITE, EDIT], workspace=waiting))
+    assert grammar.matches(call("write_file", {"path": "copy.txt", "content": "hi"}))
+    assert grammar.matches(call("write_file", {"path": "docs/b.md", "content": "hi"}))
+    assert not grammar.matches(call("write_file", {"path": "notes.md", "content": "hi"}))
+    edit = {"path": "notes.txt", "old_string": "size: big", "new_string": "s"}
+    assert not grammar.matches(call("edit_file", edit))
+    assert Gbnf(tool_call_grammar([READ, WRITE, EDIT], workspace=PROJECT)).matches(
+        call("edit_file", edit)
+    )
+    assert grammar.matches(call("read_file", {"path": "notes.txt"}))
