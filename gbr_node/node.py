@@ -102,7 +102,6 @@ async def _host(
     """Run the libp2p host serving `/gbr/mcp/1.0.0`; wire the peer directory into the node.
 
     A listen address that cannot be used raises GbrError with a hint of `--listen`."""
-    refuse_unbuilt(node.loaded.profile)
     keypair = _load_identity(settings)
     if listen is None:
         listen = settings.listen if settings.listen is not None else node.loaded.profile.node.listen
@@ -126,7 +125,8 @@ async def _host(
 def refuse_unbuilt(profile: Profile) -> None:
     """Fail closed on issue 23's keys that this build loads but does not yet run: a
     relay, a reservation or LAN discovery the profile asks for must not be silently
-    missing. `announce` is in force (`gbr-node id` prints it).
+    missing. `announce` is in force (`gbr-node id` prints it). Called by `serve`, `run`
+    and `call` when the profile is loaded, before anything is made.
 
     Raises:
         GbrError: the profile sets `[node] relays`, `relay`, `mdns`, or gives a peer a
@@ -171,6 +171,7 @@ def _log_call(record: CallRecord, alias: str | None) -> None:
 async def serve(settings: NodeSettings) -> int:
     """`gbr-node serve`: serve this node's tools to trusted peers until interrupted."""
     loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
+    refuse_unbuilt(loaded.profile)
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     node.color = _wants_color()
@@ -406,6 +407,7 @@ async def run_interactive(settings: NodeSettings) -> int:
     (the `[local]` extra, issue 8) is started for the length of the session.
     """
     loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
+    refuse_unbuilt(loaded.profile)
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)

@@ -50,9 +50,12 @@ def test_id_refuses_a_wildcard_announce_saying_why(tmp_path) -> None:
         ),
     ],
 )
-def test_serve_and_call_refuse_what_this_version_cannot_do_yet(tmp_path, text, key) -> None:
+def test_serve_run_and_call_refuse_what_this_version_cannot_do_yet(tmp_path, text, key) -> None:
     project = _project(tmp_path, text)
-    for argv in (("serve",), ("call", "bob" if "peers.bob" in text else PEER, "--list")):
+    call = ("call", "bob" if "peers.bob" in text else PEER, "--list")
+    for argv in (("serve",), ("run",), call):
         out = gbr(project, *argv)
         assert out.returncode != 0
-        assert f"{key}: not in force in this version yet" in out.stderr
+        assert f"{key}: not in force in this version yet" in out.stderr, argv
+        assert "internal error" not in out.stderr
+    assert not (project / ".gbr").exists()  # refused before the node made anything
