@@ -32,7 +32,7 @@ from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.chat.server import ChatServer
 from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
-from gbr_node.config.profile import ModelConfig, TrustedPeer
+from gbr_node.config.profile import ModelConfig, Profile, TrustedPeer
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.control import EMBEDDED_FAILED, EMBEDDED_OFF, Node, missing_model_help
 from gbr_node.errors import GbrError, ModelError, PeerUnreachable
@@ -122,6 +122,31 @@ async def _host(
         raise GbrError(f"{exc}; {LISTEN_HINT}") from exc
 
 
+def refuse_unbuilt(profile: Profile) -> None:
+    """Fail closed on issue 23's keys that this build loads but does not yet run: a
+    relay, a reservation or LAN discovery the profile asks for must not be silently
+    missing. `announce` is in force (`gbr-node id` prints it). Called by `serve`, `run`
+    and `call` when the profile is loaded, before anything is made.
+
+    Raises:
+        GbrError: the profile sets `[node] relays`, `relay`, `mdns`, or gives a peer a
+            `/p2p-circuit` address; the message names the key.
+    """
+    node = profile.node
+    keys = (("relays", node.relays), ("relay", node.relay), ("mdns", node.mdns))
+    asked = [f"[node] {key}" for key, on in keys if on]
+    asked += [
+        f"[peers.{alias}] addrs (/p2p-circuit)"
+        for alias, peer in profile.peers.items()
+        if any("/p2p-circuit" in addr for addr in peer.addrs)
+    ]
+    if asked:
+        raise GbrError(
+            f"{', '.join(asked)}: not in force in this version yet (relays, the relay "
+            "role, mDNS and relayed addresses are being built); remove the setting to start"
+        )
+
+
 def _serving(node: Node, host: P2PHost, on_call: CallLog) -> P2PHost:
     """Serve `/gbr/mcp/1.0.0` on `host` and wire the peer directory into the node."""
     tool_host = ProfileToolHost(node.snapshot, on_notify=node.on_notify)
@@ -146,6 +171,7 @@ def _log_call(record: CallRecord, alias: str | None) -> None:
 async def serve(settings: NodeSettings) -> int:
     """`gbr-node serve`: serve this node's tools to trusted peers until interrupted."""
     loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
+    refuse_unbuilt(loaded.profile)
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     node.color = _wants_color()
@@ -253,7 +279,9 @@ async def call_once(
     peer_addrs: tuple[str, ...] = ()
     peers: Mapping[str, TrustedPeer] = {}
     if profile_path(settings.project_dir, settings.env).exists():
-        peers = load_profile(settings.project_dir, settings.env).profile.peers
+        profile = load_profile(settings.project_dir, settings.env).profile
+        refuse_unbuilt(profile)
+        peers = profile.peers
     if target in peers:
         target, peer_addrs = peers[target].peer_id, peers[target].addrs
     else:
@@ -304,16 +332,17 @@ async def _call_and_print(
 
 
 def identity(settings: NodeSettings) -> int:
-    """`gbr-node id`: print the peer ID and the multiaddrs peers would dial."""
+    """`gbr-node id`: print the peer ID and the multiaddrs peers would dial (the profile's
+    `[node] announce` when it has any, else its listen addresses or `--listen`)."""
     peer_id = peer_id_of(_load_identity(settings))
     print(peer_id)
     try:
-        listen = (
-            settings.listen or load_profile(settings.project_dir, settings.env).profile.node.listen
-        )
+        node = load_profile(settings.project_dir, settings.env).profile.node
+        listen, announce = settings.listen or node.listen, node.announce
     except GbrError:
-        listen = ()
-    for addr in listen:
+        listen, announce = settings.listen or (), ()
+    # What others should dial: `[node] announce` when given (issue 23), else what is bound.
+    for addr in announce or listen:
         print(f"  {addr}/p2p/{peer_id}")
     return EXIT_OK
 
@@ -378,6 +407,7 @@ async def run_interactive(settings: NodeSettings) -> int:
     (the `[local]` extra, issue 8) is started for the length of the session.
     """
     loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
+    refuse_unbuilt(loaded.profile)
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)

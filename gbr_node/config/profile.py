@@ -14,7 +14,7 @@ Shape (every key optional; defaults below):
     [model]      base_url, model, api_key_env, temperature, headers, stream_tools,
                  context_tokens, prices
     [local]      model (the embedded model to run when nothing else is configured)
-    [node]       listen multiaddrs and RPC limits
+    [node]       listen multiaddrs, RPC limits, announce, relays, relay role, mdns
     [peers.ALIAS] peer_id, addrs, tools, chat ("off" | "show" | "reply")
     [chat]       limits of agent-to-agent messages (/gbr/chat/1.0.0)
     [mcp_servers.NAME] command (argv) and env, or url; tools; timeout_s
@@ -56,6 +56,15 @@ TCP_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}$"
 """A plain TCP listen multiaddr, e.g. /ip4/127.0.0.1/tcp/4001 (no /p2p/ part)."""
 DIAL_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}(/p2p/[1-9A-HJ-NP-Za-km-z]+)?$"
 """A TCP multiaddr to dial a peer at, with or without its /p2p/<peer ID> ending."""
+RELAY_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}/p2p/[1-9A-HJ-NP-Za-km-z]+$"
+"""A relay to reserve a slot on: a TCP multiaddr ending in the relay's /p2p/<peer ID>."""
+CIRCUIT_MULTIADDR = (
+    r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}/p2p/[1-9A-HJ-NP-Za-km-z]+/p2p-circuit"
+    r"(/p2p/[1-9A-HJ-NP-Za-km-z]+)?$"
+)
+"""A peer reached through a relay (circuit relay v2): RELAY/p2p-circuit[/p2p/<peer ID>]."""
+PEER_ADDR = f"({DIAL_MULTIADDR})|({CIRCUIT_MULTIADDR})"
+"""Where to dial a trusted peer: a direct TCP multiaddr or a /p2p-circuit one."""
 PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,128}$"
 """A base58btc libp2p peer ID as `gbr-node id` prints it, e.g. 12D3KooW..."""
 ABSOLUTE_PATH = r"^(/|~/|~$)[^\x00]*$"
@@ -185,17 +194,56 @@ class LocalConfig(_Frozen):
 
 
 class NodeConfig(_Frozen):
-    """`[node]`: libp2p listen multiaddrs and JSON-RPC limits (sizes in bytes, times in seconds)."""
+    """`[node]`: libp2p listen multiaddrs, JSON-RPC limits, and reaching peers on other
+    networks (issue 23). Sizes in bytes, times in seconds.
+
+    `announce`: the multiaddrs others should dial (never a wildcard such as
+    0.0.0.0: py-libp2p's DCUtR dials what is announced). `relays`: relays this
+    node keeps a reservation on (`/ip4/A/tcp/P/p2p/RELAY`), so that peers reach it
+    at `RELAY/p2p-circuit/p2p/SELF`. `relay = true` makes this node a relay
+    (circuit relay v2 hop) for the peers `relay_for` says: "trusted" (the
+    profile's `[peers]`, by Noise-authenticated peer ID) or "any". The relay only
+    forwards bytes; trust stays end to end. Its limits: `relay_max_reservations`
+    held at once, `relay_max_circuits` open at once, `relay_circuit_bytes` and
+    `relay_circuit_s` per circuit, `relay_reservation_s` how long a reservation
+    lasts (py-libp2p's `reservation_ttl`). `mdns = true` finds peers on the LAN;
+    discovery never grants trust.
+    """
 
     listen: tuple[Annotated[str, Field(pattern=TCP_MULTIADDR)], ...] = ("/ip4/127.0.0.1/tcp/4001",)
     max_message_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
     max_concurrent_calls_per_peer: Annotated[int, Field(gt=0)] = 16
     call_timeout_s: Annotated[float, Field(gt=0)] = 120.0
     read_timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    announce: tuple[Annotated[str, Field(pattern=TCP_MULTIADDR)], ...] = ()
+    relays: tuple[Annotated[str, Field(pattern=RELAY_MULTIADDR)], ...] = ()
+    relay: bool = False
+    relay_for: Literal["trusted", "any"] = "trusted"
+    relay_max_reservations: Annotated[int, Field(ge=1, le=100_000)] = 16
+    relay_max_circuits: Annotated[int, Field(ge=1, le=100_000)] = 8
+    relay_circuit_bytes: Annotated[int, Field(ge=64 * 1024, le=1 << 40)] = 128 * 1024 * 1024
+    relay_circuit_s: Annotated[int, Field(ge=10, le=30 * 86400)] = 3600
+    relay_reservation_s: Annotated[int, Field(ge=2, le=30 * 86400)] = 3600
+    mdns: bool = False
+
+    @field_validator("announce")
+    @classmethod
+    def _dialable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            host = text.split("/")[2]
+            if host in ("0.0.0.0", "::"):
+                raise ValueError(
+                    f"{text} is a wildcard, not an address others can dial: announce this "
+                    "machine's real address, e.g. /ip4/203.0.113.5/tcp/4001"
+                )
+        return value
 
 
 class TrustedPeer(_Frozen):
     """`[peers.ALIAS]`: a trusted peer, where to dial it, and the tools it may call.
+
+    `addrs` are direct TCP multiaddrs or relayed ones (`RELAY/p2p-circuit`, issue
+    23); direct ones are tried first.
 
     `tools` lists tool names; `"*"` (alone or in the list) grants every local
     tool, and `"mcp_servers"` every mounted MCP server's tool (`NAME__TOOL`).
@@ -212,7 +260,7 @@ class TrustedPeer(_Frozen):
     """
 
     peer_id: Annotated[str, Field(pattern=PEER_ID)]
-    addrs: tuple[Annotated[str, Field(pattern=DIAL_MULTIADDR)], ...] = ()
+    addrs: tuple[Annotated[str, Field(pattern=PEER_ADDR)], ...] = ()
     tools: tuple[str, ...] | Literal["*"] = ()
     chat: Literal["off", "show", "reply"] = "off"
 

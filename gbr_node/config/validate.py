@@ -34,7 +34,9 @@ from gbr_node.config.profile import (
     DIAL_MULTIADDR,
     LOOPBACK_URL,
     MCP_SERVER_NAME,
+    PEER_ADDR,
     PEER_ID,
+    RELAY_MULTIADDR,
     TCP_MULTIADDR,
     Profile,
 )
@@ -55,6 +57,13 @@ _PATTERN_WORDS = {
     r"^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable name (letters, digits, '_')",
     TCP_MULTIADDR: "a TCP multiaddr such as /ip4/127.0.0.1/tcp/4001",
     DIAL_MULTIADDR: "a TCP multiaddr such as /ip4/192.168.1.20/tcp/4001 (optionally /p2p/ID)",
+    RELAY_MULTIADDR: (
+        "a relay's TCP multiaddr with its peer ID, such as /ip4/203.0.113.7/tcp/4001/p2p/ID"
+    ),
+    PEER_ADDR: (
+        "a TCP multiaddr such as /ip4/192.168.1.20/tcp/4001 (optionally /p2p/ID), "
+        "or a relayed one, RELAY/p2p-circuit"
+    ),
     PEER_ID: "a peer ID as `gbr-node id` prints it (12D3KooW...)",
     MCP_SERVER_NAME: "letters and digits, with single '_' or '-' between them (never '__')",
     LOOPBACK_URL: "an http:// URL on this machine (127.x.x.x, localhost or [::1])",

@@ -60,19 +60,25 @@ def write_serving_profile(
 
 
 class ServeProcess:
-    """`python -m gbr_node --identity KEY serve --listen LISTEN` in `project` (port 0 by default).
+    """`python -m gbr_node --identity KEY serve --listen LISTEN` in `project` (port 0 by default),
+    run under `wrap` when given (e.g. `ip netns exec NS`, tests/support/netns.py).
 
     A thread drains its stdout (one line per served call) so it never blocks;
     `wait_line()` finds lines. `addr` is the printed `/ip4/127.0.0.1/tcp/N/p2p/ID`.
     """
 
     def __init__(
-        self, project: Path, home: Path, identity: Identity, listen: str = LOOPBACK_LISTEN
+        self,
+        project: Path,
+        home: Path,
+        identity: Identity,
+        listen: str = LOOPBACK_LISTEN,
+        wrap: Sequence[str] = (),
     ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.identity = identity
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gbr_node", "--identity", str(identity.path), "serve"]
+            [*wrap, sys.executable, "-m", "gbr_node", "--identity", str(identity.path), "serve"]
             + ["--listen", listen],
             cwd=project,
             env=node_env(home),
@@ -85,7 +91,8 @@ class ServeProcess:
         self._new: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._drain, daemon=True).start()
         try:
-            first = self.wait_line(r"/ip4/127\.0\.0\.1/tcp/\d+/p2p/", START_TIMEOUT_S)
+            host = re.escape(listen.split("/")[2])
+            first = self.wait_line(rf"/ip4/{host}/tcp/\d+/p2p/", START_TIMEOUT_S)
             self.wait_line(r"^trusted peers:", START_TIMEOUT_S)
         except AssertionError:
             self.kill()
@@ -172,11 +179,14 @@ def gbr_call(
     target: str,
     *args: str,
     timeout_s: float = CALL_TIMEOUT_S,
+    wrap: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m gbr_node --identity KEY call TARGET ARGS...` to completion."""
+    """Run `python -m gbr_node --identity KEY call TARGET ARGS...` to completion, under
+    `wrap` when given (e.g. `ip netns exec NS`)."""
     home.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
-        [sys.executable, "-m", "gbr_node", "--identity", str(identity.path), "call", target, *args],
+        [*wrap, sys.executable, "-m", "gbr_node", "--identity", str(identity.path), "call"]
+        + [target, *args],
         cwd=cwd,
         env=node_env(home),
         stdin=subprocess.DEVNULL,
