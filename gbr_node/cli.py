@@ -10,6 +10,7 @@ profile), 2 usage error, 3 a peer was unreachable or refused the call.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -230,7 +231,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from gbr_node import node
 
-    return trio.run(node.serve, _settings(args))
+    return trio.run(functools.partial(node.serve, _settings(args), relay=args.relay))
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -299,7 +300,11 @@ COMMANDS = {
     "serve": (
         "Serve this node's tools to the trusted peers of the active profile, without an agent; "
         "prints one line per call (peer, tool, outcome, milliseconds).",
-        ["gbr-node serve", "gbr-node serve --listen /ip4/0.0.0.0/tcp/4001"],
+        [
+            "gbr-node serve",
+            "gbr-node serve --listen /ip4/0.0.0.0/tcp/4001",
+            "gbr-node serve --relay --listen /ip4/0.0.0.0/tcp/4001",
+        ],
     ),
     "call": (
         "Call one tool on a peer and print its result (exit 0 ok, 1 tool error or refused, "
@@ -393,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "serve", "serve this node's tools to trusted peers (headless)")
     _listen_flag(p)
+    p.add_argument(
+        "--relay",
+        action="store_true",
+        help="also be a relay (circuit relay v2) for other peers, as [node] relay = true",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = _command(

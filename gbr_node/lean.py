@@ -71,7 +71,7 @@ class _UnusedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(
         self, name: str, path: object = None, target: object = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if any(name == p or name.startswith(p + ".") for p in UNUSED_PACKAGES):
+        if any(_under(name, p) for p in UNUSED_PACKAGES if p not in _allowed):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
 
@@ -88,3 +88,29 @@ def install() -> None:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # typeshed: modules only
     if not any(isinstance(finder, _UnusedFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _UnusedFinder())
+
+
+def allow(package: str) -> None:
+    """Load the real `package` (one of `UNUSED_PACKAGES`) from now on: a profile asked
+    for it (issue 23: `libp2p.relay` for relays and hole punching,
+    `libp2p.discovery.mdns` for LAN discovery). Its stand-in modules are dropped
+    from `sys.modules`, so the next import of any of them loads the library's
+    own; names already taken from a stand-in (by `libp2p/__init__.py`) stay
+    stand-ins. Idempotent; a no-op without `install()`.
+
+    Raises:
+        ValueError: `package` is not in `UNUSED_PACKAGES`.
+    """
+    if package not in UNUSED_PACKAGES:
+        raise ValueError(f"lean.allow: {package!r} is not one of {UNUSED_PACKAGES}")
+    _allowed.add(package)
+    for name, module in list(sys.modules.items()):
+        if isinstance(module, _StandInModule) and _under(name, package):
+            del sys.modules[name]
+
+
+_allowed: set[str] = set()
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")

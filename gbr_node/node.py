@@ -32,7 +32,7 @@ from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.chat.server import ChatServer
 from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
-from gbr_node.config.profile import ModelConfig, Profile, TrustedPeer
+from gbr_node.config.profile import ModelConfig, NodeConfig, TrustedPeer
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.control import EMBEDDED_FAILED, EMBEDDED_OFF, Node, missing_model_help
 from gbr_node.errors import GbrError, ModelError, PeerUnreachable
@@ -44,6 +44,7 @@ from gbr_node.llm.settings import ClientSettings
 from gbr_node.p2p.chat import serve_chat
 from gbr_node.p2p.host import P2PHost, open_host, parse_target
 from gbr_node.p2p.identity import default_identity_path, load_or_create_identity, peer_id_of
+from gbr_node.p2p.relaybook import HopLimits
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import call_tool, describe_call, list_tools, serve_mcp
 from gbr_node.repl.app import Repl, open_screen
@@ -122,29 +123,53 @@ async def _host(
         raise GbrError(f"{exc}; {LISTEN_HINT}") from exc
 
 
-def refuse_unbuilt(profile: Profile) -> None:
-    """Fail closed on issue 23's keys that this build loads but does not yet run: a
-    relay, a reservation or LAN discovery the profile asks for must not be silently
-    missing. `announce` is in force (`gbr-node id` prints it). Called by `serve`, `run`
-    and `call` when the profile is loaded, before anything is made.
+def _hop_limits(node: NodeConfig) -> HopLimits:
+    """A relay's limits from `[node] relay_*` (issue 23)."""
+    return HopLimits(
+        max_reservations=node.relay_max_reservations,
+        max_circuits=node.relay_max_circuits,
+        circuit_bytes=node.relay_circuit_bytes,
+        circuit_s=node.relay_circuit_s,
+        reservation_s=node.relay_reservation_s,
+    )
 
-    Raises:
-        GbrError: the profile sets `[node] relays`, `relay`, `mdns`, or gives a peer a
-            `/p2p-circuit` address; the message names the key.
+
+def _relay_ids(relays: Sequence[str]) -> set[str]:
+    """The peer IDs of `[node] relays` entries (each ends in /p2p/<peer ID>, config checks)."""
+    return {addr.rsplit("/p2p/", 1)[1] for addr in relays}
+
+
+async def _reach_further(
+    node: Node, host: P2PHost, nursery: trio.Nursery, *, relay: bool = False
+) -> None:
+    """Start what issue 23's keys ask for ("Peers on other networks"), as the profile
+    was at start (a change to them takes effect at the next start):
+
+    - `[node] relay = true` (or `relay`, from `serve --relay`): serve as a relay;
+    - `[node] relays`: keep a reservation on each, accept what they bring (from
+      them only), and say where peers reach this node;
+    - relays, or a trusted peer with a `/p2p-circuit` address: hole punching;
+    - `[node] mdns = true`: find peers on the LAN.
     """
-    node = profile.node
-    keys = (("relays", node.relays), ("relay", node.relay), ("mdns", node.mdns))
-    asked = [f"[node] {key}" for key, on in keys if on]
-    asked += [
-        f"[peers.{alias}] addrs (/p2p-circuit)"
-        for alias, peer in profile.peers.items()
-        if any("/p2p-circuit" in addr for addr in peer.addrs)
-    ]
-    if asked:
-        raise GbrError(
-            f"{', '.join(asked)}: not in force in this version yet (relays, the relay "
-            "role, mDNS and relayed addresses are being built); remove the setting to start"
-        )
+    config = node.loaded.profile.node
+    if relay or config.relay:
+        host.serve_relay(_hop_limits(config), serves_any=config.relay_for == "any")
+        whom = "any peer" if config.relay_for == "any" else "trusted peers only"
+        node.notice(f"{DIM}relaying for {whom} (circuit relay v2){RESET}")
+    circuits = any("/p2p-circuit" in a for p in node.loaded.profile.peers.values() for a in p.addrs)
+    if config.relays or circuits:
+        host.enable_hole_punching(lambda: node.loaded.profile.node.announce)
+    if config.relays:
+        host.accept_relayed(lambda: _relay_ids(node.loaded.profile.node.relays))
+        nursery.start_soon(host.keep_reservations, config.relays, _dim(node))
+    if config.mdns and host.addrs:
+        await trio.to_thread.run_sync(host.find_on_lan)  # zeroconf's announcement blocks
+        node.notice(f"{DIM}finding peers on the LAN (mDNS): /peers lists them{RESET}")
+
+
+def _dim(node: Node) -> Callable[[str], None]:
+    """`node.notice` for lines of no urgency (dimmed on a colour terminal)."""
+    return lambda text: node.notice(f"{DIM}{text}{RESET}")
 
 
 def _serving(node: Node, host: P2PHost, on_call: CallLog) -> P2PHost:
@@ -168,10 +193,10 @@ def _log_call(record: CallRecord, alias: str | None) -> None:
     log.info("served %s", describe_call(record, alias))
 
 
-async def serve(settings: NodeSettings) -> int:
-    """`gbr-node serve`: serve this node's tools to trusted peers until interrupted."""
+async def serve(settings: NodeSettings, *, relay: bool = False) -> int:
+    """`gbr-node serve`: serve this node's tools to trusted peers until interrupted;
+    with `relay` (`--relay`), also be a relay as `[node] relay = true` makes it."""
     loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
-    refuse_unbuilt(loaded.profile)
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     node.color = _wants_color()
@@ -193,6 +218,7 @@ async def serve(settings: NodeSettings) -> int:
             node.notice(confinement)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
+            await _reach_further(node, host, nursery, relay=relay)
             await _start_background(node, nursery)
     return EXIT_OK
 
@@ -279,9 +305,7 @@ async def call_once(
     peer_addrs: tuple[str, ...] = ()
     peers: Mapping[str, TrustedPeer] = {}
     if profile_path(settings.project_dir, settings.env).exists():
-        profile = load_profile(settings.project_dir, settings.env).profile
-        refuse_unbuilt(profile)
-        peers = profile.peers
+        peers = load_profile(settings.project_dir, settings.env).profile.peers
     if target in peers:
         target, peer_addrs = peers[target].peer_id, peers[target].addrs
     else:
@@ -332,18 +356,20 @@ async def _call_and_print(
 
 
 def identity(settings: NodeSettings) -> int:
-    """`gbr-node id`: print the peer ID and the multiaddrs peers would dial (the profile's
-    `[node] announce` when it has any, else its listen addresses or `--listen`)."""
+    """`gbr-node id`: print the peer ID and the multiaddrs peers would dial: the profile's
+    `[node] announce` when it has any, else its listen addresses or `--listen`, then
+    one `/p2p-circuit` address per relay in `[node] relays` (issue 23)."""
     peer_id = peer_id_of(_load_identity(settings))
     print(peer_id)
     try:
         node = load_profile(settings.project_dir, settings.env).profile.node
-        listen, announce = settings.listen or node.listen, node.announce
+        listen, announce, relays = settings.listen or node.listen, node.announce, node.relays
     except GbrError:
-        listen, announce = settings.listen or (), ()
-    # What others should dial: `[node] announce` when given (issue 23), else what is bound.
+        listen, announce, relays = settings.listen or (), (), ()
     for addr in announce or listen:
         print(f"  {addr}/p2p/{peer_id}")
+    for relay in relays:
+        print(f"  {relay}/p2p-circuit/p2p/{peer_id}")
     return EXIT_OK
 
 
@@ -407,7 +433,6 @@ async def run_interactive(settings: NodeSettings) -> int:
     (the `[local]` extra, issue 8) is started for the length of the session.
     """
     loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
-    refuse_unbuilt(loaded.profile)
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)
@@ -489,6 +514,7 @@ async def _run_node(
         node.notice = repl.notice
         node.color = repl.color
         await _start_background(node, nursery)
+        await _reach_further(node, host, nursery)
         nursery.start_soon(_dial_known, node)
         repl.ready()
         await trio.sleep_forever()

@@ -16,19 +16,25 @@ from libp2p.protocol_muxer.exceptions import MultiselectClientError, Multiselect
 from libp2p.security.noise.exceptions import PeerIDMismatchesPubkey
 from libp2p.transport.exceptions import MuxerUpgradeFailure, SecurityUpgradeFailure
 
+from gbr_node.errors import GbrError
+
 __all__ = ["explain_dial_failure"]
 
 
 def explain_dial_failure(exc: BaseException, *, protocol_id: str | None = None) -> str:
     """Return a short reason for a failed dial or stream negotiation.
 
-    Reasons, first match in the exception chain wins: connection refused,
+    Reasons, first match in the exception chain wins: our own error (a relay's
+    refusal, circuit.py, already in plain words), connection refused,
     other socket errors (with the OS's words), a different peer ID answered,
     the peer does not offer Noise, the Noise handshake failed, the peer does
     not offer Yamux, the peer does not support `protocol_id`, the connection
     closed during negotiation; otherwise the outermost exception's text.
     """
     chain = _causes(exc)
+    for cause in chain:
+        if isinstance(cause, GbrError) and cause is not exc:
+            return str(cause)
     for cause in chain:
         if isinstance(cause, ConnectionRefusedError):
             return "connection refused (nothing listens on that port)"

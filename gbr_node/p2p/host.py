@@ -40,10 +40,13 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from math import inf
+from typing import TYPE_CHECKING
 
 import multiaddr
 import trio
 from libp2p.abc import INetStream
+from libp2p.connection_types import ConnectionType
 from libp2p.crypto.keys import KeyPair
 from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
 from libp2p.custom_types import TProtocol
@@ -70,10 +73,23 @@ from gbr_node.p2p.addresses import (
     without_p2p,
 )
 from gbr_node.p2p.admission import ConnectionLimits
+from gbr_node.p2p.circuit import (
+    STOP_PROTOCOL_ID,
+    CircuitDialer,
+    Reservations,
+    StopHandler,
+    is_circuit,
+)
 from gbr_node.p2p.dial_errors import explain_dial_failure
 from gbr_node.p2p.logs import route_libp2p_logs
+from gbr_node.p2p.relaybook import HopLimits, RelayBook
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.p2p.swarm import GbrSwarm
+
+if TYPE_CHECKING:
+    from gbr_node.p2p.holepunch import HolePunch
+    from gbr_node.p2p.lan import LanPeers
+    from gbr_node.p2p.relay import RelayService
 
 yamux_window.install()
 yamux_guard.install()
@@ -86,6 +102,10 @@ __all__ = ["DEFAULT_DIAL_TIMEOUT_S", "P2PHost", "StreamHandler", "open_host", "p
 logger = logging.getLogger(__name__)
 
 DEFAULT_DIAL_TIMEOUT_S = 10.0
+DIRECT_FIRST_S = 3.0
+"""The most a direct address is given when a relayed one follows it, seconds: a
+home router drops what it did not ask for, so that dial would wait for TCP's
+own timeout (minutes) instead of failing (issue 23)."""
 
 StreamHandler = Callable[[Libp2pByteStream, str], Awaitable[None]]
 """An inbound stream handler: `(stream, remote_peer_id)`; the host closes the stream after."""
@@ -100,11 +120,20 @@ class P2PHost:
     accepts, in preference order).
     """
 
-    def __init__(self, host: BasicHost, is_trusted: Callable[[str], bool]) -> None:
+    def __init__(
+        self, host: BasicHost, is_trusted: Callable[[str], bool], background: trio.Nursery
+    ) -> None:
         self._host = host
         self._is_trusted = is_trusted
+        self._background = background
         self._address_book: dict[ID, list[multiaddr.Multiaddr]] = {}
         self._dial_locks: dict[ID, trio.Lock] = {}
+        self._swarm.transport_manager.add_transport(CircuitDialer(host, self._connect_relay))
+        self.reservations: Reservations | None = None
+        self._relays: set[str] = set()
+        self._hole_punch: HolePunch | None = None
+        self.relay: RelayService | None = None
+        self.lan: LanPeers | None = None
 
     @property
     def peer_id(self) -> str:
@@ -171,21 +200,28 @@ class P2PHost:
         book = self._address_book.setdefault(pid, [])
         for text in multiaddrs:
             addr = parse_multiaddr(text, "multiaddrs")
+            if text.endswith("/p2p-circuit"):  # RELAY/p2p-circuit: to this peer through RELAY
+                addr = parse_multiaddr(f"{text}/p2p/{peer_id}", "multiaddrs")
             named = addr.get_peer_id()
             if named is not None and named != peer_id:
                 raise GbrError(f"multiaddrs: {text!r} names peer {named}, not {peer_id}")
-            addr = without_p2p(addr)
+            addr = addr if is_circuit(addr) else without_p2p(addr)  # a circuit keeps its target
             if addr not in book:
                 book.append(addr)
+        book.sort(key=is_circuit)  # direct addresses are dialed first (issue 23)
 
     async def connect(self, target: str, *, timeout_s: float = DEFAULT_DIAL_TIMEOUT_S) -> str:
         """Make sure a connection to `target` exists (dial + Noise + Yamux); return its peer ID.
 
         `target` is a full multiaddr ending in `/p2p/<peer ID>` (only that
-        address is dialed), or a bare peer ID whose addresses were given to
-        `add_addrs()` (tried in order). An open connection to the peer is
-        reused; concurrent calls for one peer share one dial. Cancellation
-        leaves no half-open connection behind.
+        address is dialed; `RELAY/p2p-circuit/p2p/<peer ID>` goes through the
+        relay), or a bare peer ID whose addresses were given to `add_addrs()`
+        (direct ones first, each given at most `DIRECT_FIRST_S` seconds when a
+        relayed one follows, then relayed ones). An open connection to the peer
+        is reused; concurrent calls for one peer share one dial. After a dial
+        through a relay, hole punching (when enabled) tries to upgrade it to a
+        direct connection in the background. Cancellation leaves no half-open
+        connection behind.
 
         Raises:
             GbrError: `target` is neither a peer ID nor such a multiaddr.
@@ -212,15 +248,25 @@ class P2PHost:
     async def _dial_any(
         self, target: str, pid: ID, addrs: Sequence[multiaddr.Multiaddr], timeout_s: float
     ) -> None:
-        failures = []
+        failures: list[tuple[multiaddr.Multiaddr, BaseException]] = []
         try:
             with trio.fail_after(timeout_s):
-                for addr in addrs:
+                for index, addr in enumerate(addrs):
+                    relayed_next = any(is_circuit(later) for later in addrs[index + 1 :])
+                    limit = DIRECT_FIRST_S if relayed_next and not is_circuit(addr) else inf
                     try:
-                        await self._swarm.dial_addr(addr, pid)
-                        return
+                        with trio.fail_after(limit):
+                            await self._swarm.dial_addr(addr, pid)
+                    except trio.TooSlowError as exc:
+                        failures.append((addr, PeerUnreachable(f"no answer within {limit:g} s")))
+                        failures[-1][1].__cause__ = exc
+                        continue
                     except Exception as exc:
                         failures.append((addr, exc))
+                        continue
+                    if is_circuit(addr) and self._hole_punch is not None:
+                        self._hole_punch.upgrade_soon(pid)
+                    return
         except trio.TooSlowError as exc:
             raise PeerUnreachable(f"{target}: no connection within {timeout_s:g} s") from exc
         if len(failures) == 1:
@@ -228,6 +274,74 @@ class P2PHost:
         else:
             reasons = "; ".join(f"{addr}: {explain_dial_failure(exc)}" for addr, exc in failures)
         raise PeerUnreachable(f"{target}: {reasons}") from failures[-1][1]
+
+    async def _connect_relay(self, relay_addr: str, timeout_s: float) -> str:
+        """`connect()` for the relay of a circuit: the same dial, never through a relay."""
+        return await self.connect(relay_addr, timeout_s=timeout_s)
+
+    async def keep_reservations(self, relays: Sequence[str], tell: Callable[[str], None]) -> None:
+        """Keep a reservation on each relay of `relays` (circuit.py `Reservations`) until
+        cancelled, telling `tell(line)` what changes; `reservations.circuit_addrs()`
+        says where peers reach this node meanwhile."""
+        self.reservations = Reservations(
+            self._host, self._connect_relay, self._has_live_connection, tell
+        )
+        await self.reservations.run(relays)
+
+    def accept_relayed(self, relays: Callable[[], set[str]]) -> None:
+        """Accept connections that relays in `relays()` (peer IDs, asked per connection)
+        bring; any other peer's STOP stream is reset. Each goes through the same
+        admission as an inbound TCP connection (GBR-DOS-01)."""
+        handler = StopHandler(relays, self._swarm.handle_relayed)
+        self._host.set_stream_handler(TProtocol(STOP_PROTOCOL_ID), handler)
+
+    def enable_hole_punching(self, announce: Callable[[], Sequence[str]]) -> None:
+        """Upgrade relayed connections with DCUtR (holepunch.py): started after our own
+        dials through a relay, served to trusted peers. `announce()` gives the
+        multiaddrs (no `/p2p/`) to tell the other side; empty means the bound
+        listen addresses."""
+        from gbr_node.p2p.holepunch import HolePunch
+
+        def told() -> Sequence[str]:
+            return announce() or [a.rsplit("/p2p/", 1)[0] for a in self.addrs]
+
+        self._hole_punch = HolePunch(self._host, self._is_trusted, told, self._background)
+
+    def serve_relay(self, limits: HopLimits, *, serves_any: bool) -> RelayService:
+        """Be a circuit relay v2 relay (relay.py) within `limits`, for trusted peers only
+        or (`serves_any`) for anyone. Peers holding a reservation or a circuit stay
+        connected (no idle close, no untrusted grace)."""
+        from gbr_node.p2p.relay import RelayService
+
+        book = RelayBook(limits, serves_any=serves_any)
+        self.relay = RelayService(
+            self._host,
+            book,
+            self._is_trusted,
+            lambda: [a.rsplit("/p2p/", 1)[0] for a in self.addrs],
+        )
+        self._swarm.keeps_open = self.relay.holds
+        self.relay.start()
+        return self.relay
+
+    def find_on_lan(self) -> LanPeers:
+        """Announce this node on the LAN and find others with mDNS (lan.py); they
+        become dialable by peer ID when no address was given for them, and are never
+        trusted for being found. Stopped when the host closes."""
+        from gbr_node.p2p.lan import LanPeers
+
+        self.lan = LanPeers()
+        self.lan.start(self.peer_id, self.addrs)
+        return self.lan
+
+    def connection_types(self, peer_id: str) -> tuple[str, ...]:
+        """ "direct" or "relayed" for each open connection to `peer_id`."""
+        conns = self._swarm.get_connections(parse_peer_id(peer_id, "peer_id"))
+        return tuple(
+            "relayed" if c.get_connection_type() == ConnectionType.RELAYED else "direct"
+            for c in conns
+            if not c.is_closed
+        )
 
     async def new_stream(
         self,
@@ -316,9 +430,12 @@ class P2PHost:
     def _resolve_target(self, target: str) -> tuple[ID, list[multiaddr.Multiaddr]]:
         """Return (peer ID, addresses to dial) for a peer ID or a /p2p/ multiaddr."""
         pid, addr = parse_target(target)
-        if addr is None:
-            return pid, list(self._address_book.get(pid, ()))
-        return pid, [addr]
+        if addr is not None:
+            return pid, [addr]
+        known = self._address_book.get(pid)
+        if not known and self.lan is not None:  # found on the LAN (lan.py)
+            return pid, [parse_multiaddr(a, "LAN address") for a in self.lan.addrs(target)]
+        return pid, list(known or ())
 
 
 @functools.lru_cache(maxsize=256)
@@ -335,7 +452,8 @@ def parse_target(target: str) -> tuple[ID, multiaddr.Multiaddr | None]:
     named = addr.get_peer_id()
     if named is None or addr.protocols()[-1].name != "p2p":
         raise GbrError(f"target: multiaddr {target!r} must end in /p2p/<peer ID>")
-    return parse_peer_id(named, "target"), without_p2p(addr)
+    # the swarm appends /p2p/<peer ID> to a dialed address only when it has no /p2p/ part
+    return parse_peer_id(named, "target"), addr if is_circuit(addr) else without_p2p(addr)
 
 
 @asynccontextmanager
@@ -376,14 +494,20 @@ async def open_host(
     if close_untrusted:
         limits = dataclasses.replace(limits, untrusted_grace_s=0.0)
     host = _build_host(keypair, is_trusted, limits)
-    async with host.run(listen_addrs=[]):
+    async with host.run(listen_addrs=[]), trio.open_nursery() as background:
         swarm = host.get_network()
         if maddrs:
             await swarm.listen(*maddrs)
         failed = [str(m) for m in maddrs if str(m) not in swarm.listeners]
         if failed:
             raise GbrError(f"could not listen on {', '.join(failed)} (details in the libp2p log)")
-        yield P2PHost(host, is_trusted)
+        p2p = P2PHost(host, is_trusted, background)
+        try:
+            yield p2p
+        finally:
+            background.cancel_scope.cancel()
+            if p2p.lan is not None:
+                p2p.lan.stop()
 
 
 class _QuietHost(BasicHost):

@@ -163,13 +163,25 @@ class PeerDirectory:
         return settled
 
     def lines(self) -> list[str]:
-        """`/peers`: one line per trusted peer."""
+        """`/peers`: one line per trusted peer (how it is connected: direct, relayed),
+        then the untrusted peers mDNS found on the LAN (issue 23), if it runs."""
         connected = set(self._host.connected_peers())
+        lan = self._host.lan.found() if self._host.lan is not None else {}
         out = []
         for alias, peer in self._peers().items():
-            state = "connected" if peer.peer_id in connected else "not connected"
+            state = "not connected"
+            if peer.peer_id in connected:
+                kinds = self._host.connection_types(peer.peer_id)
+                state = "connected" + (" (relayed)" if "direct" not in kinds else "")
+            elif peer.peer_id in lan:
+                state = "on the LAN"
             tools = ", ".join(t["name"] for t in self._tools.get(alias, [])) or "-"
-            out.append(f"  {alias:<12} {state:<14} {peer.peer_id}  tools: {tools}")
+            out.append(f"  {alias:<12} {state:<22} {peer.peer_id}  tools: {tools}")
+        trusted = {peer.peer_id for peer in self._peers().values()}
+        strangers = [(pid, addrs) for pid, addrs in lan.items() if pid not in trusted]
+        if strangers:
+            out.append("  found on the LAN, not trusted (discovery never grants trust):")
+            out += [f"    {pid}  {' '.join(addrs)}" for pid, addrs in strangers]
         return out
 
     async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -79,6 +79,7 @@ from typing import Any
 
 import trio
 from libp2p.abc import IMuxedConn, INetStream
+from libp2p.connection_types import ConnectionType
 from libp2p.custom_types import StreamHandlerFn
 from libp2p.io.trio import TrioTCPStream
 from libp2p.network.auto_connector import AutoConnector
@@ -137,11 +138,12 @@ class _HeardConnection(RawConnection):
 
 
 class _Handshake:
-    """One inbound connection in its handshake: an entry of `Handshakes`."""
+    """One inbound connection in its handshake: an entry of `Handshakes`, keyed by
+    `address` (the remote IP, or the relay it came through)."""
 
-    def __init__(self, conn: _HeardConnection) -> None:
+    def __init__(self, conn: _HeardConnection, address: str) -> None:
         self.conn = conn
-        self.address = _address_of(conn)
+        self.address = address
         self.scope = trio.CancelScope()
 
     @property
@@ -181,6 +183,8 @@ class GbrSwarm(Swarm):
             limits.idle_timeout_s,
             limits.max_backoff_addresses,
         )
+        self.keeps_open: Callable[[ID], bool] = lambda _peer_id: False
+        """Peers whose idle inbound connections stay open (a relay's reservation holders)."""
 
     def _init_connection_management(self) -> None:
         super()._init_connection_management()
@@ -213,11 +217,31 @@ class GbrSwarm(Swarm):
 
     async def _handle_inbound_connection(self, read_write_closer: Any, maddr: Multiaddr) -> None:
         """Admit, upgrade and watch one inbound TCP connection; return when it closes (fix 1)."""
-        if self._backoff.refuses(_address_of(read_write_closer), trio.current_time()):
+        address = _address_of(read_write_closer)
+        if self._backoff.refuses(address, trio.current_time()):
             await _reset_quietly(read_write_closer)
             return
-        conn = _HeardConnection(read_write_closer, False)
-        handshake = _Handshake(conn)
+        await self._admit(_HeardConnection(read_write_closer, False), maddr, address)
+
+    async def handle_relayed(self, stream: INetStream, circuit: Multiaddr, relay: str) -> None:
+        """Admit, upgrade and watch one inbound relayed connection (circuit relay v2, issue
+        23): `stream` is the accepted STOP stream from `relay` (a peer ID), `circuit` its
+        `/p2p/RELAY/p2p-circuit/p2p/SOURCE` address. The same limits as a TCP connection
+        apply: handshake slots are shared by everyone coming through one relay, and
+        backoff is kept per circuit address, so a stranger behind a relay never has the
+        relay itself, or the trusted peers that use it, refused. Returns when the
+        connection closes; resets `stream` when it is refused or its handshake fails.
+        """
+        if self._backoff.refuses(str(circuit), trio.current_time()):
+            await _reset_quietly(stream)
+            return
+        conn = _HeardConnection(stream, False, ConnectionType.RELAYED, [circuit])
+        await self._admit(conn, circuit, f"/p2p/{relay}/p2p-circuit")
+
+    async def _admit(self, conn: _HeardConnection, maddr: Multiaddr, address: str) -> None:
+        """Give `conn` a handshake slot keyed by `address`, upgrade it, then watch it
+        until it closes (fix 1)."""
+        handshake = _Handshake(conn, address)
         gives_way = self._handshakes.admit(handshake)
         if gives_way is not None:
             log.debug("inbound handshake from %s gives way", gives_way.address)
@@ -233,7 +257,7 @@ class GbrSwarm(Swarm):
                 await _close_quietly(conn)
             return
         if muxed in self._untrusted:  # what the kernel may hold for it once it is stalled
-            _limit_receive_buffer(read_write_closer, self.limits.untrusted_socket_receive_bytes)
+            _limit_receive_buffer(conn.stream, self.limits.untrusted_socket_receive_bytes)
         for swarm_conn in list(self.connections.get(muxed.peer_id, ())):
             # The swarm registers SwarmConns only (its map is typed as INetConn).
             if isinstance(swarm_conn, SwarmConn) and swarm_conn.muxed_conn is muxed:
@@ -296,8 +320,9 @@ class GbrSwarm(Swarm):
                 await conn.event_closed.wait()
             if conn.is_closed:
                 return
-            if not self._is_trusted(conn.muxed_conn.peer_id.to_base58()):
-                log.info("closing the connection of untrusted peer %s", conn.muxed_conn.peer_id)
+            peer_id = conn.muxed_conn.peer_id
+            if not (self._is_trusted(peer_id.to_base58()) or self.keeps_open(peer_id)):
+                log.info("closing the connection of untrusted peer %s", peer_id)
                 await conn.close()
                 return
             self._untrusted.discard(conn.muxed_conn)  # trusted since: a hot reload
@@ -311,7 +336,7 @@ class GbrSwarm(Swarm):
         while not conn.is_closed:
             now = trio.current_time()
             due = (now if conn.streams else conn._gbr_last_stream_at) + idle  # type: ignore[attr-defined]  # our mark, set in _watch
-            if not conn.streams and now >= due:
+            if not conn.streams and now >= due and not self.keeps_open(conn.muxed_conn.peer_id):
                 log.info("closing the idle connection of peer %s", conn.muxed_conn.peer_id)
                 await conn.close()
                 return
@@ -367,7 +392,12 @@ def _limit_receive_buffer(tcp: Any, size: int) -> None:
 
 
 def _address_of(conn: Any) -> str:
-    """The remote IP address of a raw, secured or muxed connection ("unknown" when gone)."""
+    """The remote IP address of a raw, secured or muxed connection ("unknown" when gone);
+    for a relayed one, its circuit address (`/p2p/RELAY/p2p-circuit/p2p/SOURCE`): the
+    relay's IP is not the peer's."""
+    kind = getattr(conn, "get_connection_type", None)  # a TCP stream has none
+    if kind is not None and kind() == ConnectionType.RELAYED:
+        return str(conn.get_transport_addresses()[0])
     try:
         remote = conn.get_remote_address()
     except Exception:  # a closed socket has no peer name

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pexpect
@@ -95,18 +96,21 @@ def spawn_node(
     env: dict[str, str] | None = None,
     dimensions: tuple[int, int] = (ROWS, COLS),
     color: bool = False,
+    wrap: Sequence[str] = (),
 ) -> pexpect.spawn:
     """Start `python -m gbr_node [--identity KEY] ARGS` in `project` inside a pseudo-terminal
-    of `dimensions` (rows, columns); `color` leaves NO_COLOR unset."""
+    of `dimensions` (rows, columns), under `wrap` when given (e.g. `ip netns exec NS`);
+    `color` leaves NO_COLOR unset."""
     home = home or project.parent / "home"
     home.mkdir(exist_ok=True)
     flags = ["--identity", str(identity)] if identity else []
     environment = {**node_env(home), **(env or {})}
     if color:
         environment.pop("NO_COLOR", None)
+    argv = [*wrap, sys.executable, "-m", "gbr_node", *flags, *args]
     child = pexpect.spawn(
-        sys.executable,
-        ["-m", "gbr_node", *flags, *args],
+        argv[0],
+        argv[1:],
         cwd=str(project),
         env=environment,
         encoding="utf-8",

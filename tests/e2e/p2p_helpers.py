@@ -60,8 +60,8 @@ def write_serving_profile(
 
 
 class ServeProcess:
-    """`python -m gbr_node --identity KEY serve --listen LISTEN` in `project` (port 0 by default),
-    run under `wrap` when given (e.g. `ip netns exec NS`, tests/support/netns.py).
+    """`python -m gbr_node --identity KEY serve --listen LISTEN ARGS` in `project` (port 0 by
+    default), run under `wrap` when given (e.g. `ip netns exec NS`, tests/support/netns.py).
 
     A thread drains its stdout (one line per served call) so it never blocks;
     `wait_line()` finds lines. `addr` is the printed `/ip4/127.0.0.1/tcp/N/p2p/ID`.
@@ -74,12 +74,13 @@ class ServeProcess:
         identity: Identity,
         listen: str = LOOPBACK_LISTEN,
         wrap: Sequence[str] = (),
+        args: Sequence[str] = (),
     ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.identity = identity
         self.proc = subprocess.Popen(
             [*wrap, sys.executable, "-m", "gbr_node", "--identity", str(identity.path), "serve"]
-            + ["--listen", listen],
+            + ["--listen", listen, *args],
             cwd=project,
             env=node_env(home),
             stdin=subprocess.DEVNULL,
@@ -197,12 +198,13 @@ def gbr_call(
 
 
 def start_call(
-    cwd: Path, home: Path, identity: Identity, target: str, *args: str
+    cwd: Path, home: Path, identity: Identity, target: str, *args: str, wrap: Sequence[str] = ()
 ) -> subprocess.Popen[str]:
     """Like `gbr_call` but returns at once; the caller waits (with a timeout)."""
     home.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "gbr_node", "--identity", str(identity.path), "call", target, *args],
+        [*wrap, sys.executable, "-m", "gbr_node", "--identity", str(identity.path), "call"]
+        + [target, *args],
         cwd=cwd,
         env=node_env(home),
         stdin=subprocess.DEVNULL,

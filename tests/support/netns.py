@@ -20,15 +20,20 @@ Needs `ip` (iproute2) and `nft` (nftables), which `.ci/run` installs from apt.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 WAN_PREFIX = "10.23.0"
 """The public network between the routers and the relay, /24."""
@@ -39,7 +44,7 @@ ROUTER_RULES = """\
 table ip gbr_nat {
   chain masq {
     type nat hook postrouting priority srcnat; policy accept;
-    oifname "wan" masquerade
+    oifname "wan" MASQUERADE
   }
   chain home_router {
     type filter hook forward priority filter; policy drop;
@@ -48,7 +53,16 @@ table ip gbr_nat {
   }
 }
 """
-"""A home router's nftables ruleset: masquerade out, only answers back in."""
+"""A home router's nftables ruleset: masquerade out, only answers back in. MASQUERADE is
+one of `NATS`."""
+
+NATS = {
+    "port-preserving": "masquerade",
+    "random-port": "masquerade random",
+}
+"""How a router maps its home network's connections: "port-preserving" keeps the source
+port when it is free (Linux's default; TCP hole punching can get through two of them),
+"random-port" picks a new one for each connection (hole punching cannot guess it)."""
 
 
 def _run(argv: Sequence[str], *, stdin: str | None = None) -> None:
@@ -94,6 +108,7 @@ class Lab:
     token: str
     ns: dict[str, str] = field(default_factory=dict)
     addr: dict[str, str] = field(default_factory=dict)
+    nat: str = "port-preserving"
 
     def argv(self, role: str, argv: Sequence[str]) -> list[str]:
         """`argv` as run inside role's namespace (`ip netns exec NS ...`)."""
@@ -150,21 +165,52 @@ def _build(lab: Lab) -> None:
         _up(lab, side, "eth0", f"{lab.addr[side]}/24")
         _run(["ip", "-n", lab.ns[side], "route", "add", "default", "via", f"192.168.{index}.1"])
         _run(lab.argv(router, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]))
-        _run(lab.argv(router, ["nft", "-f", "-"]), stdin=ROUTER_RULES)
+        rules = ROUTER_RULES.replace("MASQUERADE", NATS[lab.nat])
+        _run(lab.argv(router, ["nft", "-f", "-"]), stdin=rules)
 
 
 @contextmanager
-def home_networks() -> Iterator[Lab]:
-    """Yields a built `Lab` (see the module docstring) and removes all its namespaces
-    afterwards, whatever happened. Fails the test when namespaces are forbidden."""
+def home_networks(nat: str = "port-preserving") -> Iterator[Lab]:
+    """Yields a built `Lab` (see the module docstring) whose routers map connections as
+    `nat` (one of `NATS`) says, and removes all its namespaces afterwards, whatever
+    happened. Fails the test when namespaces are forbidden."""
     require_namespaces()
     token = secrets.token_hex(3)
-    lab = Lab(token, ns={role: f"gbr{token}-{role}" for role in ROLES})
+    lab = Lab(token, ns={role: f"gbr{token}-{role}" for role in ROLES}, nat=nat)
     try:
         _build(lab)
         yield lab
     finally:
         remove(lab)
+
+
+def made_inside(lab: Lab, role: str, make: Callable[[], T]) -> T:
+    """`make()` run on a short-lived thread that joined role's network namespace
+    (setns(2); a thread's namespace is its own): the sockets it creates, such as a
+    scripted model server's listening socket, belong to that namespace for good, and
+    the rest of the test process stays where it was."""
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def enter_and_make() -> None:
+        try:
+            with open(f"/run/netns/{lab.ns[role]}") as handle:
+                if _libc.setns(handle.fileno(), CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), "setns failed")
+            result.append(make())
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=enter_and_make)
+    thread.start()
+    thread.join(timeout=30)
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def remove(lab: Lab) -> None:
