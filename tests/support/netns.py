@@ -51,10 +51,16 @@ table ip gbr_nat {
     iifname "lan" oifname "wan" accept
     iifname "wan" oifname "lan" ct state established,related accept
   }
+  chain stealth {
+    type filter hook input priority filter; policy accept;
+    iifname "wan" ct state established,related accept
+    iifname "wan" drop
+  }
 }
 """
-"""A home router's nftables ruleset: masquerade out, only answers back in. MASQUERADE is
-one of `NATS`."""
+"""A home router's nftables ruleset: masquerade out, only answers back in, and, as home
+routers do, no answer at all (not even a reset) to a connection its WAN side did not
+ask for. MASQUERADE is one of `NATS`."""
 
 NATS = {
     "port-preserving": "masquerade",
