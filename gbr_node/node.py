@@ -163,7 +163,7 @@ async def _reach_further(
         host.accept_relayed(lambda: _relay_ids(node.loaded.profile.node.relays))
         nursery.start_soon(host.keep_reservations, config.relays, _dim(node))
     if config.mdns and host.addrs:
-        await trio.to_thread.run_sync(host.find_on_lan)  # zeroconf's announcement blocks
+        await host.find_on_lan()
         node.notice(f"{DIM}finding peers on the LAN (mDNS): /peers lists them{RESET}")
 
 

@@ -324,15 +324,17 @@ class P2PHost:
         self.relay.start()
         return self.relay
 
-    def find_on_lan(self) -> LanPeers:
+    async def find_on_lan(self) -> LanPeers:
         """Announce this node on the LAN and find others with mDNS (lan.py); they
         become dialable by peer ID when no address was given for them, and are never
         trusted for being found. Stopped when the host closes."""
         from gbr_node.p2p.lan import LanPeers
 
-        self.lan = LanPeers()
-        self.lan.start(self.peer_id, self.addrs)
-        return self.lan
+        lan = LanPeers()
+        await trio.to_thread.run_sync(lan.start, self.peer_id, self.addrs)
+        self.lan = lan
+        self._background.start_soon(lan.forget_stale)
+        return lan
 
     def connection_types(self, peer_id: str) -> tuple[str, ...]:
         """ "direct" or "relayed" for each open connection to `peer_id`."""

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import multiaddr
+import trio
 from libp2p.peer.id import ID
 
 from gbr_node import lean
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 
 MAX_PEERS = 256
 MAX_ADDRS = 8
+STALE_S = 240
+"""A peer not announced again within this many seconds is forgotten (twice the TTL)."""
+STALE_CHECK_S = 60
 
 
 class LanPeers:
@@ -61,13 +65,29 @@ class LanPeers:
             return self._found.get(peer_id, ())
 
     def start(self, peer_id: str, addrs: Sequence[str]) -> None:
+        """Announce and browse (blocking for zeroconf's announcement, about a second:
+        call it on a worker thread)."""
         port = int(multiaddr.Multiaddr(addrs[0]).value_for_protocol("tcp")) if addrs else 0
         book: Any = _Book(peer_id, self)  # the two parts of a swarm MDNSDiscovery uses
         self._discovery = MDNSDiscovery(book, port=port, listen_addrs=list(addrs))
-        self._discovery.start()
+        self._discovery.broadcaster.register()  # MDNSDiscovery.start() without its task
         log.info("mDNS: announcing %s", ", ".join(addrs))
 
+    async def forget_stale(self) -> None:
+        """Forget, every `STALE_CHECK_S`, peers not heard of for `STALE_S` seconds, and
+        the library's own record of announcements beyond `MAX_PEERS`; until cancelled."""
+        while True:
+            await trio.sleep(STALE_CHECK_S)
+            if self._discovery is None:
+                continue
+            listener = self._discovery.listener
+            listener.cleanup_stale_entries(max_age=STALE_S)
+            names = listener.discovered_services
+            for name in sorted(names, key=lambda n: names[n][1])[: max(len(names) - MAX_PEERS, 0)]:
+                listener.remove_service(self._discovery.zeroconf, listener.service_type, name)
+
     def stop(self) -> None:
+        """Withdraw this node's announcement and stop browsing."""
         if self._discovery is not None:
             self._discovery.stop()
             self._discovery = None

@@ -190,6 +190,37 @@ def home_networks(nat: str = "port-preserving") -> Iterator[Lab]:
         remove(lab)
 
 
+LAN_PREFIX = "192.168.50"
+"""The one LAN of `one_lan()`, /24."""
+
+
+@contextmanager
+def one_lan(roles: Sequence[str]) -> Iterator[Lab]:
+    """Yields a `Lab` of one LAN: a namespace per role in `roles`, each with one
+    interface on a bridge (in a namespace `switch`) at 192.168.50.2, .3, ... in
+    order, as machines on one home network; mDNS multicast reaches all of them.
+    Removed afterwards, whatever happened; fails the test where namespaces are
+    forbidden."""
+    require_namespaces()
+    token = secrets.token_hex(3)
+    lab = Lab(token, ns={role: f"gbr{token}-{role}" for role in ("switch", *roles)})
+    try:
+        for role in lab.ns:
+            _run(["ip", "netns", "add", lab.ns[role]])
+            _up(lab, role, "lo")
+        _run(["ip", "-n", lab.ns["switch"], "link", "add", "br0", "type", "bridge"])
+        _up(lab, "switch", "br0")
+        for index, role in enumerate(roles, start=2):
+            lab.addr[role] = f"{LAN_PREFIX}.{index}"
+            _veth(lab, "switch", f"to_{index}", role, "eth0")
+            _run(["ip", "-n", lab.ns["switch"], "link", "set", f"to_{index}", "master", "br0"])
+            _up(lab, "switch", f"to_{index}")
+            _up(lab, role, "eth0", f"{lab.addr[role]}/24")
+        yield lab
+    finally:
+        remove(lab)
+
+
 def made_inside(lab: Lab, role: str, make: Callable[[], T]) -> T:
     """`make()` run on a short-lived thread that joined role's network namespace
     (setns(2); a thread's namespace is its own): the sockets it creates, such as a
