@@ -166,8 +166,10 @@ async def test_a_circuit_ends_when_its_byte_budget_is_spent() -> None:
         assert await echo_round_trip(world.a, world.circuit, b"x" * 1024) == b"x" * 1024
         with pytest.raises(Exception):  # noqa: B017 - the stream breaks, however it is said
             await echo_round_trip(world.a, world.circuit, b"y" * 512 * 1024)
+        relay = world.r.relay
+        assert relay is not None
         with trio.fail_after(10):
-            while world.r.relay.statistics()[1]:
+            while relay.statistics()[1]:
                 await trio.sleep(0.05)
 
 
