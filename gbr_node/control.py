@@ -43,6 +43,7 @@ from gbr_node.checks.plan import CheckSpec, CheckTarget
 from gbr_node.checks.verdict import full_report
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, build_sandbox, list_profiles, render_effective
+from gbr_node.config.profile import NodeConfig
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.confine import in_force, support
 from gbr_node.errors import GbrError, LibraryError, ModelError
@@ -118,6 +119,16 @@ def reload_notice(previous_name: str, update: UpdateEnv) -> str:
     if update.loosened:
         line = f"{YELLOW}{line}; LOOSER RULES: {'; '.join(update.loosened)}{RESET}"
     return line
+
+
+def _at_next_start(before: NodeConfig, after: NodeConfig) -> str:
+    """The line saying which changed `[node]` keys wait for a restart, or "": `listen`,
+    `mdns` and the relay keys are read once, when the node starts (issue 23)."""
+    keys = [k for k in NodeConfig.model_fields if k in ("listen", "mdns") or k.startswith("relay")]
+    changed = [key for key in keys if getattr(before, key) != getattr(after, key)]
+    if not changed:
+        return ""
+    return f"[node] {', '.join(changed)} changed: in force at the next start of the node"
 
 
 class Node:
@@ -425,6 +436,9 @@ class Node:
             if self.host is not None:
                 await self.host.drop_untrusted()
             self.notice(reload_notice(previous.name, message))
+            later = _at_next_start(previous.profile.node, message.snapshot.profile.node)
+            if later:
+                self.notice(f"{YELLOW}{later}{RESET}")
 
     def save_checks(self) -> CheckRunner | None:
         """The formatters and checks writes go through (None: the profile has no

@@ -33,6 +33,7 @@ TABLES = {
     "local_tasks": "| model | tasks | success %",
     "mcp": "mcp local: SDK client -> gbr-node mcp, read_file",
     "p2p_connect": "connect (dial+Noise+Yamux)",
+    "relay": "call relayed",
     "rpc": "tools/call read_file 1 KiB, new stream",
     "sandbox": "resolve  (plain)",
     "terminal": "streaming, typing",

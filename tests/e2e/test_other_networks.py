@@ -4,6 +4,7 @@ relayed addresses, and a relay that cannot be reached is named in the error."""
 from __future__ import annotations
 
 from tests.e2e.conftest import gbr
+from tests.e2e.p2p_helpers import Identity, ServeProcess, write_serving_profile
 
 RELAY = "/ip4/203.0.113.7/tcp/4001/p2p/12D3KooWBwWFwNgcJhE2qEsL3ewZHApd6s68SSUBGAiVwXHre1E7"
 PEER = "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo"
@@ -57,3 +58,16 @@ def test_a_call_to_an_unreachable_relay_says_which_relay_and_why(tmp_path) -> No
     assert out.returncode == 3, (out.stdout, out.stderr)
     assert "connection refused" in out.stderr and "/ip4/127.0.0.1/tcp/1" in out.stderr
     assert "internal error" not in out.stderr
+
+
+def test_a_reloaded_relay_setting_says_it_waits_for_the_next_start(tmp_path) -> None:
+    r = Identity(tmp_path / "r.key")
+    project = tmp_path / "served"
+    profile = write_serving_profile(project, {})
+    served = ServeProcess(project, tmp_path / "home", r)
+    try:
+        text = profile.read_text().replace("[node]\n", "[node]\nrelay = true\nmdns = true\n", 1)
+        profile.write_text(text)
+        served.wait_line(r"\[node\] relay, mdns changed: in force at the next start", 30)
+    finally:
+        served.kill()

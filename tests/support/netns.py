@@ -50,6 +50,7 @@ table ip gbr_nat {
     type filter hook forward priority filter; policy drop;
     iifname "lan" oifname "wan" accept
     iifname "wan" oifname "lan" ct state established,related accept
+    iifname "wan" oifname "lan" ct status dnat accept
   }
   chain stealth {
     type filter hook input priority filter; policy accept;
@@ -58,9 +59,10 @@ table ip gbr_nat {
   }
 }
 """
-"""A home router's nftables ruleset: masquerade out, only answers back in, and, as home
-routers do, no answer at all (not even a reset) to a connection its WAN side did not
-ask for. MASQUERADE is one of `NATS`."""
+"""A home router's nftables ruleset: masquerade out, only answers back in (and what a port
+forward the person set up lets in: none by default), and, as home routers do, no answer
+at all (not even a reset) to a connection its WAN side did not ask for. MASQUERADE is
+one of `NATS`."""
 
 NATS = {
     "port-preserving": "masquerade",
@@ -125,11 +127,17 @@ class Lab:
         return subprocess.Popen(self.argv(role, argv), text=True, **kwargs)  # type: ignore[call-overload]
 
     def run(
-        self, role: str, argv: Sequence[str], timeout: float = 60
+        self, role: str, argv: Sequence[str], timeout: float = 60, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """Runs `argv` inside role's namespace to its end (seconds of `timeout`)."""
+        """Runs `argv` inside role's namespace to its end (seconds of `timeout`), `stdin`
+        as its input."""
         return subprocess.run(
-            self.argv(role, argv), capture_output=True, text=True, timeout=timeout, check=False
+            self.argv(role, argv),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
 
