@@ -38,6 +38,8 @@ from libp2p.abc import INetStream, IRawConnection, ITransport
 from libp2p.connection_types import ConnectionType
 from libp2p.custom_types import TProtocol
 from libp2p.host.basic_host import BasicHost
+from libp2p.identity.identify.identify import ID as IDENTIFY_PROTOCOL_ID
+from libp2p.identity.identify.pb.identify_pb2 import Identify
 from libp2p.network.connection.raw_connection import RawConnection
 from libp2p.peer.id import ID
 from libp2p.transport.exceptions import OpenConnectionError
@@ -64,6 +66,8 @@ HOP_PROTOCOL_ID = "/libp2p/circuit/relay/0.2.0/hop"
 STOP_PROTOCOL_ID = "/libp2p/circuit/relay/0.2.0/stop"
 MAX_MESSAGE_BYTES = 4096
 """A HOP or STOP message is a few peer IDs and addresses; larger ones are refused."""
+MAX_IDENTIFY_BYTES = 8192
+"""An identify answer is a key, a few addresses and protocol IDs; larger ones are refused."""
 EXCHANGE_TIMEOUT_S = 10.0
 """Time for one request and its answer on a HOP or STOP stream, seconds."""
 RETRY_FIRST_S, RETRY_MAX_S = 1.0, 10.0
@@ -329,11 +333,31 @@ class Reservations:
         if ttl_s <= 0:
             raise PeerUnreachable("the reservation had expired on arrival (clocks apart?)")
         if relay_addr not in self._held:
-            self._tell(
-                f"reachable through relay: {relay_addr}/p2p-circuit/p2p/{self._host.get_id()}"
-            )
+            seen = await self.observed_by(relay_id)
+            seen_as = f" (the relay sees this node at {seen}: shown, not announced)" if seen else ""
+            me = self._host.get_id()
+            self._tell(f"reachable through relay: {relay_addr}/p2p-circuit/p2p/{me}{seen_as}")
         self._held[relay_addr] = expires_at
         return ttl_s
+
+    async def observed_by(self, relay_id: ID) -> str | None:
+        """The address `relay_id` sees this node's connection come from, as its identify
+        answer tells it (`observed_addr`), or None when it does not say. A NAT's outer
+        address and a port it chose for this connection: shown to the person, never
+        announced or dialed on its word (issue 23)."""
+        try:
+            with trio.fail_after(EXCHANGE_TIMEOUT_S):
+                stream = await self._host.new_stream(relay_id, [IDENTIFY_PROTOCOL_ID])
+                try:
+                    data = await read_varint_prefixed_bytes_limited(stream, MAX_IDENTIFY_BYTES)
+                finally:
+                    await _reset_quietly(stream)
+            answer = Identify()
+            answer.ParseFromString(data)
+            return str(multiaddr.Multiaddr(answer.observed_addr)) if answer.observed_addr else None
+        except Exception as exc:  # no identify, cut short, malformed: nothing to show
+            log.info("no observed address from relay %s: %s", relay_id, exc)
+            return None
 
 
 async def _reset_quietly(stream: INetStream) -> None:

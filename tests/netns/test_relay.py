@@ -25,6 +25,10 @@ WAN_B = "10.23.0.12"
 def test_a_calls_a_tool_of_b_behind_another_nat_through_the_relay(tmp_path) -> None:
     with relayed_world(tmp_path) as world:
         wait_reachable(world.b, world.r.addr)
+        # what R sees of B is B's router, shown for the person, never announced
+        world.b.wait_line(
+            rf"the relay sees this node at /ip4/{WAN_B}/tcp/\d+: shown, not announced"
+        )
         by_alias = world.call("a", "b", *READ)
         assert by_alias.returncode == 0, by_alias.stderr
         assert B_FILE.strip() in by_alias.stdout

@@ -50,3 +50,28 @@ def test_without_install_the_library_is_whole():
         """
     )
     assert done.stdout.split() == ["module", "True"], done.stderr
+
+
+def test_relays_and_mdns_load_only_when_a_profile_asks_for_them():
+    """Issue 23: a node without relays or mDNS keeps their modules out (idle memory as
+    before); `lean.allow` loads the real ones for a node whose profile enables them,
+    and the other left-out subsystems stay stand-ins."""
+    done = _in_fresh_interpreter(
+        """
+        import sys
+        from gbr_node import lean
+        lean.install()
+        import gbr_node.node, gbr_node.p2p.host
+        real = lambda name: type(sys.modules.get(name)).__name__ == "module"
+        print(real("libp2p.relay.circuit_v2.dcutr"), "zeroconf" in sys.modules)
+        import gbr_node.p2p.holepunch, gbr_node.p2p.relay, gbr_node.p2p.lan
+        print(real("libp2p.relay.circuit_v2.dcutr"), "zeroconf" in sys.modules)
+        from libp2p.kad_dht.kad_dht import KadDHT
+        try:
+            KadDHT(None, None)
+        except lean.UnusedSubsystem:
+            print("dht still left out")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["False False", "True True", "dht still left out"]
