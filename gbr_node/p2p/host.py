@@ -130,7 +130,6 @@ class P2PHost:
         self._dial_locks: dict[ID, trio.Lock] = {}
         self._swarm.transport_manager.add_transport(CircuitDialer(host, self._connect_relay))
         self.reservations: Reservations | None = None
-        self._relays: set[str] = set()
         self._hole_punch: HolePunch | None = None
         self.relay: RelayService | None = None
         self.lan: LanPeers | None = None
@@ -257,9 +256,8 @@ class P2PHost:
                     try:
                         with trio.fail_after(limit):
                             await self._swarm.dial_addr(addr, pid)
-                    except trio.TooSlowError as exc:
+                    except trio.TooSlowError:
                         failures.append((addr, PeerUnreachable(f"no answer within {limit:g} s")))
-                        failures[-1][1].__cause__ = exc
                         continue
                     except Exception as exc:
                         failures.append((addr, exc))
@@ -276,7 +274,8 @@ class P2PHost:
         raise PeerUnreachable(f"{target}: {reasons}") from failures[-1][1]
 
     async def _connect_relay(self, relay_addr: str, timeout_s: float) -> str:
-        """`connect()` for the relay of a circuit: the same dial, never through a relay."""
+        """`connect()` in the shape circuit.py calls it (`Connect`), for a relay's own
+        TCP address."""
         return await self.connect(relay_addr, timeout_s=timeout_s)
 
     async def keep_reservations(self, relays: Sequence[str], tell: Callable[[str], None]) -> None:
