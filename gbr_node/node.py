@@ -162,7 +162,9 @@ async def _reach_further(
     if config.relays:
         host.accept_relayed(lambda: _relay_ids(node.loaded.profile.node.relays))
         nursery.start_soon(host.keep_reservations, config.relays, _dim(node))
-    if config.mdns and host.addrs:
+    if config.mdns and not host.addrs:
+        node.notice(f"{YELLOW}[node] mdns: not announced, this node listens nowhere{RESET}")
+    elif config.mdns:
         await host.find_on_lan()
         node.notice(f"{DIM}finding peers on the LAN (mDNS): /peers lists them{RESET}")
 
