@@ -15,7 +15,7 @@ embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-gramm
 and `--first-answer-free` measure without it, or with a text branch in the first
 answer of a turn; `--quick` runs the first task of each kind once, with the default model
 unless `--models` names others, 20 s per task unless `--timeout`;
-`--held-out` adds the three held-out sets, each written before the changes it
+`--held-out` adds the four held-out sets, each written before the changes it
 was to judge and reported on its own row). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
@@ -552,6 +552,106 @@ HELD_OUT_3 = [
 ]
 
 
+# Held out 4: written (2026-12-02, issue 15's fourth round) before any of that round's rules
+# was written or tried; first run on the third round's code (the untuned figure).
+HELD_OUT_4 = [
+    Task(
+        "create-reminder",
+        "create",
+        "Create a file reminder.txt with the words: call the dentist",
+        file_has("reminder.txt", "call the dentist"),
+        held_out="held out 4",
+    ),
+    Task(
+        "create-report",
+        "create",
+        "Put a new file out/report.txt containing: all clear",
+        file_has("out/report.txt", "all clear"),
+        held_out="held out 4",
+    ),
+    Task(
+        "read-pet",
+        "read",
+        "Read pet.txt and tell me the dog's name.",
+        says("Rex"),
+        {"pet.txt": "dog: Rex\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "read-price",
+        "read",
+        "How much does the lamp cost, according to price.txt?",
+        says("35"),
+        {"price.txt": "The lamp costs 35 euros.\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "edit-weather",
+        "edit",
+        "In weather.txt, change rainy to sunny.",
+        file_is("weather.txt", "today: sunny"),
+        {"weather.txt": "today: rainy\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "edit-level",
+        "edit",
+        "Edit level.cfg so that the level is 7 instead of 3.",
+        file_is("level.cfg", "level = 7"),
+        {"level.cfg": "level = 3\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "list-photos",
+        "list",
+        "Which files are in the photos folder?",
+        says("beach.jpg", "snow.jpg"),
+        {"photos/beach.jpg": "x\n", "photos/snow.jpg": "y\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "list-letters",
+        "list",
+        "How many files does the letters folder hold?",
+        says("3"),
+        {"letters/a.txt": "a\n", "letters/b.txt": "b\n", "letters/c.txt": "c\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "search-invoice",
+        "search",
+        "Which file has the word invoice in it?",
+        says("bills.txt"),
+        {"bills.txt": "invoice 17 paid\n", "mail.txt": "hello there\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "search-timeout",
+        "search",
+        "Search for TIMEOUT_MS and tell me what it is set to.",
+        says("2500"),
+        {"net.py": "RETRIES = 3\nTIMEOUT_MS = 2500\n", "ui.py": "pass\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "chain-quote",
+        "chain",
+        "Read quote.txt and put the same words into quote_backup.txt.",
+        file_is("quote_backup.txt", "less is more"),
+        {"quote.txt": "less is more\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "chain-badge",
+        "chain",
+        "Read member.txt and create badge.txt that says Member followed by the name in it.",
+        file_has("badge.txt", "member", "kofi"),
+        {"member.txt": "Kofi\n"},
+        held_out="held out 4",
+    ),
+]
+
+
 @dataclass
 class Outcome:
     model: str
@@ -731,10 +831,10 @@ async def main(argv: list[str] | None = None) -> int:
             print(f"model {name!r} is not installed (see pyproject's [local] extras)")
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
-    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]
+    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4]
     tasks = [t for t in every if t.name in wanted or not (wanted or t.held_out)]
     if args.held_out and not wanted:
-        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]
+        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4]
     if args.quick:
         tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
         args.runs = 1
