@@ -15,7 +15,7 @@ embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-gramm
 and `--first-answer-free` measure without it, or with a text branch in the first
 answer of a turn; `--quick` runs the first task of each kind once, with the default model
 unless `--models` names others, 20 s per task unless `--timeout`;
-`--held-out` adds the four held-out sets, each written before the changes it
+`--held-out` adds the five held-out sets, each written before the changes it
 was to judge and reported on its own row). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
@@ -652,6 +652,107 @@ HELD_OUT_4 = [
 ]
 
 
+# Held out 5: written (2026-12-02) after issue 15's fourth round of rules (llm.turn) and
+# before any run of it; phrased as a person would, not to fit those rules. Its first run
+# is the untuned figure of that round.
+HELD_OUT_5 = [
+    Task(
+        "create-agenda",
+        "create",
+        "Start a new file agenda.txt and write in it: meeting at noon",
+        file_has("agenda.txt", "meeting at noon"),
+        held_out="held out 5",
+    ),
+    Task(
+        "create-cache",
+        "create",
+        "Create cache/info.txt holding the word ready",
+        file_has("cache/info.txt", "ready"),
+        held_out="held out 5",
+    ),
+    Task(
+        "read-lang",
+        "read",
+        "Read lang.txt and tell me which language it names.",
+        says("Portuguese"),
+        {"lang.txt": "language: Portuguese\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "read-age",
+        "read",
+        "How old is the cat according to cat.txt?",
+        says("7"),
+        {"cat.txt": "The cat is 7 years old.\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "edit-mood",
+        "edit",
+        "In mood.txt replace sad with happy.",
+        file_is("mood.txt", "feeling happy"),
+        {"mood.txt": "feeling sad\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "edit-retries",
+        "edit",
+        "Change the retries in net.ini to 5; it is 2 at the moment.",
+        file_is("net.ini", "retries = 5"),
+        {"net.ini": "retries = 2\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "list-fonts",
+        "list",
+        "What is inside the fonts directory?",
+        says("serif.ttf", "mono.ttf"),
+        {"fonts/serif.ttf": "x\n", "fonts/mono.ttf": "y\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "list-inbox",
+        "list",
+        "Count the files in the inbox folder.",
+        says("4"),
+        {"inbox/1.eml": "a\n", "inbox/2.eml": "b\n", "inbox/3.eml": "c\n", "inbox/4.eml": "d\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "search-harbour",
+        "search",
+        "Which file talks about the harbour?",
+        says("port.txt"),
+        {"port.txt": "the harbour is busy\n", "town.txt": "quiet streets\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "search-version",
+        "search",
+        "Look up VERSION in the code and tell me its value.",
+        says("4.2"),
+        {"meta.py": "NAME = 'x'\nVERSION = '4.2'\n", "run.py": "print()\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "chain-recipe",
+        "chain",
+        "Duplicate recipe.txt as recipe_old.txt.",
+        file_is("recipe_old.txt", "flour, water, salt"),
+        {"recipe.txt": "flour, water, salt\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "chain-user",
+        "chain",
+        "Read user.cfg and create hello_user.txt greeting that user by name.",
+        file_has("hello_user.txt", "lena"),
+        {"user.cfg": "user = Lena\n"},
+        held_out="held out 5",
+    ),
+]
+
+
 @dataclass
 class Outcome:
     model: str
@@ -831,10 +932,10 @@ async def main(argv: list[str] | None = None) -> int:
             print(f"model {name!r} is not installed (see pyproject's [local] extras)")
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
-    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4]
+    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5]
     tasks = [t for t in every if t.name in wanted or not (wanted or t.held_out)]
     if args.held_out and not wanted:
-        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4]
+        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5]
     if args.quick:
         tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
         args.runs = 1
