@@ -15,7 +15,7 @@ embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-gramm
 and `--first-answer-free` measure without it, or with a text branch in the first
 answer of a turn; `--quick` runs the first task of each kind once, with the default model
 unless `--models` names others, 20 s per task unless `--timeout`;
-`--held-out` adds the five held-out sets, each written before the changes it
+`--held-out` adds the six held-out sets, each written before the changes it
 was to judge and reported on its own row). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
@@ -753,6 +753,106 @@ HELD_OUT_5 = [
 ]
 
 
+# Held out 6: written (2026-12-02) after held out 5's first run and before the fifth round
+# of rules that its failures lead to; never run before them.
+HELD_OUT_6 = [
+    Task(
+        "create-plants",
+        "create",
+        "Add a file todo_today.txt that reads: water the plants",
+        file_has("todo_today.txt", "water the plants"),
+        held_out="held out 6",
+    ),
+    Task(
+        "create-draft",
+        "create",
+        "Make reports/q3.txt and put the word draft in it",
+        file_has("reports/q3.txt", "draft"),
+        held_out="held out 6",
+    ),
+    Task(
+        "read-wifi",
+        "read",
+        "Tell me the wifi password from wifi.txt.",
+        says("orchid77"),
+        {"wifi.txt": "network: home\npassword: orchid77\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "read-bridge",
+        "read",
+        "In which year was the bridge built? bridge.txt knows.",
+        says("1932"),
+        {"bridge.txt": "The bridge was built in 1932.\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "edit-route",
+        "edit",
+        "Please swap north for south in route.txt.",
+        file_is("route.txt", "head south"),
+        {"route.txt": "head north\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "edit-width",
+        "edit",
+        "Make the width in box.cfg 640 rather than 320.",
+        file_is("box.cfg", "width = 640"),
+        {"box.cfg": "width = 320\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "list-videos",
+        "list",
+        "Show the contents of the videos folder.",
+        says("intro.mp4", "outro.mp4"),
+        {"videos/intro.mp4": "x\n", "videos/outro.mp4": "y\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "list-tmp",
+        "list",
+        "How many items does the tmp directory contain?",
+        says("2"),
+        {"tmp/a.log": "a\n", "tmp/b.log": "b\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "search-pineapple",
+        "search",
+        "Where is the word pineapple mentioned?",
+        says("shop.txt"),
+        {"shop.txt": "pineapple 3\n", "list.md": "milk\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "search-port",
+        "search",
+        "Find PORT_NUMBER and report the number it is set to.",
+        says("7070"),
+        {"server.py": "HOST = 'x'\nPORT_NUMBER = 7070\n", "util.py": "pass\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "chain-motto",
+        "chain",
+        "Take what is written in motto.txt and save it into motto_copy.txt.",
+        file_is("motto_copy.txt", "keep it simple"),
+        {"motto.txt": "keep it simple\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "chain-welcome",
+        "chain",
+        "Open guest.txt and write Welcome plus the guest's name into welcome.txt.",
+        file_has("welcome.txt", "welcome", "omar"),
+        {"guest.txt": "Omar\n"},
+        held_out="held out 6",
+    ),
+]
+
+
 @dataclass
 class Outcome:
     model: str
@@ -932,10 +1032,10 @@ async def main(argv: list[str] | None = None) -> int:
             print(f"model {name!r} is not installed (see pyproject's [local] extras)")
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
-    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5]
+    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5, *HELD_OUT_6]
     tasks = [t for t in every if t.name in wanted or not (wanted or t.held_out)]
     if args.held_out and not wanted:
-        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5]
+        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5, *HELD_OUT_6]
     if args.quick:
         tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
         args.runs = 1
