@@ -67,6 +67,7 @@ MAX_OLD_STRINGS = 64  # choices of `old_string` per file (its lines first, then 
 MAX_OLD_STRING_CHARS = 200
 _WORD_RE = re.compile(r"\w+(?:[.\-]\w+)*")
 AROUND_WORDS = 6  # words of the request allowed before and after a text `Workspace.around`
+FREE_WORDS = 16  # words in a free text argument made of `Workspace.words`
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,14 @@ class Workspace:
     """The one tool the next call uses, when the request fixes it (`llm.turn`); a tool
     the grammar cannot offer leaves the call free again (and `focus` unset)."""
     found: tuple[str, ...] = ()
-    """Lines a search found for the question asked (`path:line: text`): an answer starts
-    with one of them (the tiny model named the file it had guessed, or none)."""
+    """What a tool found for the question asked (lines a search found, a listing): an
+    answer starts with one of them (the tiny model named a file it had guessed, or
+    one that was not in the listing)."""
+    words: tuple[str, ...] = ()
+    """The words a free `write_file` content or `edit_file` new_string is made of, one to
+    FREE_WORDS of them one space apart (the request's and those of the files read in
+    the turn, `llm.turn`); empty: free. The tiny model wrote "The text is ... The text
+    is ..." to its token limit, then the error that followed into the file."""
 
 
 def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
@@ -221,6 +228,8 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
                 value = _one_of(list(workspace.content))
             elif workspace.around:
                 value = "around"
+            elif workspace.words:
+                value = "words"
         elif key == "pattern" and name == _SEARCH and workspace and workspace.patterns:
             value = _one_of(list(workspace.patterns))
         if value is None:
@@ -302,6 +311,8 @@ def _edit_rule(
         value = _value_rule(properties[key])
         if value is None:
             return None
+        if key == "new_string" and workspace is not None and workspace.words:
+            value = "words"
         rest.append(f'", " {_literal(json.dumps(key) + ": ")} {value}')
     branches = []
     for path in files:
@@ -348,8 +359,9 @@ def changed_last(messages: list[dict[str, Any]]) -> bool:
 
 # A clause of the person's request that starts with one of these verbs asks for a change.
 _CHANGE_VERBS = frozenset(
-    {"add", "append", "change", "copy", "create", "edit", "fix", "insert", "make", "modify"}
-    | {"put", "rename", "replace", "save", "set", "store", "turn", "update", "write"}
+    {"add", "append", "change", "copy", "create", "duplicate", "edit", "fix", "insert", "make"}
+    | {"modify", "put", "rename", "replace", "save", "set", "store", "swap", "switch", "turn"}
+    | {"update", "write"}
 )
 # Words that may come before the verb at a clause's start ("please", "in notes.txt,").
 _LEADING = frozenset({"please", "now", "also", "just", "then", "and", "so"})
@@ -466,6 +478,10 @@ def tool_call_grammar(
         lines += _new_path_rules([*workspace.files, *workspace.folders])
     if workspace is not None and any(" around " in call for call in calls):
         lines += _around_rules(workspace)
+    if workspace is not None and any(re.search(r"[ (]words[ )]", call) for call in calls):
+        more = '(" " words-one)? ' * (FREE_WORDS - 1)
+        lines.append(f'words ::= "\\"" words-one {more}"\\""')
+        lines.append(f"words-one ::= {_one_inner(workspace.words)}")
     return "\n".join(lines) + "\n" + _VALUES
 
 

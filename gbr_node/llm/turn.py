@@ -15,14 +15,20 @@ and the turn so far, and `llm.grammar` holds the model to them
 - a copy (`asks_to_copy`): the text of the files read in the turn, exactly;
 - a new file made from a file the request names (not a copy): written only
   after that file is read, holding its text (as read or in capitals) with
-  words of the request around it (`Workspace.around`);
+  the words the request spells, or else its capitalised words, before it
+  (`Workspace.around`, `lead`);
 - an edit the request spells out (`edit_named`: "change X to Y", "replace X
   with Y", "from X to Y", "Y instead of X", "set K to V", "should say L"):
   `edit_file` makes exactly it;
 - what to search for: a word of the request, as written (`search_words`);
 - a question about a folder the request names (`folders_named`): a listing of
-  it, then the answer; a question asking which file holds something
-  (`asks_to_find`): a search first.
+  it, then an answer that starts with that listing; a question asking which
+  file holds something (`asks_to_find`): a search first, then an answer that
+  starts with a line it found;
+- a request that names only new files and looks for nothing: the write, at
+  once (it listed and searched for a folder that did not exist yet);
+- any other text written (`write_file`'s content, `edit_file`'s new_string):
+  words of the request and of the files read in the turn (`Workspace.words`).
 
 None of these names a file, word or value of any task: they read English
 request shapes. English only, as `grammar.asks_for_change`.
@@ -47,9 +53,12 @@ from gbr_node.llm.grammar import (
 _WORD_RE = re.compile(r"[\w@]+(?:[.\-][\w@]+)*")
 _QUOTED_RE = re.compile(r"(?<!\w)(['\"])(.+?)\1(?!\w)")
 _AFTER_VERB_RE = re.compile(r"\b(?:says|say|saying|containing)\s+(\S.*?)\s*$", re.IGNORECASE)
-_COPY_RE = re.compile(r"\bcopy\b|\bsame\b|\b(?:its|their)\s+(?:contents?|text|words)\b", re.I)
+_COPY_RE = re.compile(
+    r"\b(?:copy|duplicate)\b|\bsame\b|\b(?:its|their)\s+(?:contents?|text|words)\b", re.I
+)
 _FIND_RE = re.compile(
-    r"^\s*(?:please\s+)?(?:find|search|grep|locate)\b|\b(?:which|what)\s+(?:\w+\s+)?file\b",
+    r"^\s*(?:please\s+)?(?:find|search|grep|locate|look\s+(?:up|for)|where)\b"
+    r"|\b(?:which|what)\s+(?:\w+\s+)?file\b",
     re.IGNORECASE,
 )
 _FOLDER_RE = re.compile(
@@ -59,7 +68,7 @@ _FOLDER_RE = re.compile(
 _VALUE = r"['\"]?([\w.\-]*\w)['\"]?"  # a word or value, its quotes and last dot left out
 _EDIT_PATTERNS = (
     (re.compile(rf"\bfrom\s+{_VALUE}\s+to\s+{_VALUE}", re.I), False),
-    (re.compile(rf"{_VALUE}\s+instead\s+of\s+{_VALUE}", re.I), True),
+    (re.compile(rf"{_VALUE}\s+(?:instead\s+of|rather\s+than)\s+{_VALUE}", re.I), True),
     (
         re.compile(
             r"\b(?:change|replace|turn|switch|swap|rename|update)\s+(?:the\s+(?:word|text|value)\s+)?"
@@ -232,21 +241,23 @@ def bound_turn(messages: list[dict[str, Any]], workspace: Workspace) -> Workspac
         elif existing:
             capitals = _CAPITALS_RE.search(request) is not None
             around = tuple(t.strip().upper() if capitals else t.strip() for t in texts)
-            lead = search_words(spelled_content(request) or "")
+            lead = search_words(spelled_content(request) or "") or capitalised(request)
         else:
             spelled = spelled_content(request)
             content = (spelled,) if spelled else None
-        if content or any(around):
-            only = "write_file"
+        if content or any(around) or not (existing or asks_to_find(request)):
+            only = "write_file"  # all it needs is known, or nothing is there to look at
     edits = {}
     for path in existing if pending else ():
         edit = edit_named(request, workspace.files.get(path) or "")
         if edit is not None:
             edits[path] = edit
+    found = () if pending else hits
     if not existing and not only and (not pending or content == ()):
         folders = folders_named(request, workspace.folders)
         if folders and not pending:
             only, focus = "list_dir", folders
+            found = listings_in_turn(messages, folders)
         elif asks_to_find(request) and not any(
             n == "search_text" for n, _, _ in calls_in_turn(messages)
         ):
@@ -264,8 +275,33 @@ def bound_turn(messages: list[dict[str, Any]], workspace: Workspace) -> Workspac
         edits=edits,
         patterns=_held_words(request, workspace),
         only=only,
-        found=() if pending else hits,
+        found=found,
+        words=tuple(dict.fromkeys([*search_words(request), *search_words(" ".join(texts))])),
     )
+
+
+def listings_in_turn(messages: list[dict[str, Any]], folders: tuple[str, ...]) -> tuple[str, ...]:
+    """The results of `list_dir` for `folders` since the person's last message."""
+    return tuple(
+        result
+        for name, arguments, result in calls_in_turn(messages)
+        if name == "list_dir"
+        and arguments.get("path", ".") in folders
+        and result
+        and not result.startswith("error")
+    )
+
+
+def capitalised(request: str) -> tuple[str, ...]:
+    """The words of `request` written with a capital that lead no sentence and name no
+    file ("Open a.txt and write Welcome plus ..." gives "Welcome"): words to put in
+    a text as they are."""
+    words = []
+    for match in re.finditer(r"(?<![\w.@/-])([A-Z][\w-]*)(?![\w.@/-])", request):
+        before = request[: match.start()].rstrip()
+        if before and before[-1] not in ".!?:;":
+            words.append(match.group(1))
+    return tuple(dict.fromkeys(words))
 
 
 def _held_words(request: str, workspace: Workspace) -> tuple[str, ...]:

