@@ -99,8 +99,8 @@ class Workspace:
     with none at all no `write_file` is offered yet."""
     around: tuple[str, ...] = ()
     """Texts read in the turn one of which `write_file`'s content must be, after one to
-    AROUND_WORDS words of `lead` when there are any (a file made from a file the
-    request names, `llm.turn`)."""
+    AROUND_WORDS words of `lead` (no more words than `lead` has) when there are any
+    (a file made from a file the request names, `llm.turn`)."""
     lead: tuple[str, ...] = ()
     """Words that lead a content made from `around` (the text the request spells)."""
     edits: Mapping[str, tuple[str, str]] = field(default_factory=dict)
@@ -333,12 +333,13 @@ def _edit_rule(
 
 def _around_rules(workspace: Workspace) -> list[str]:
     """GBNF rule `around ...`: a JSON string that is one of `workspace.around`, after one
-    to AROUND_WORDS of `workspace.lead` when there are any, one space apart."""
+    to AROUND_WORDS of `workspace.lead` (at most as many as it has) when there are
+    any, one space apart."""
     rules = [f"around-core ::= {_one_inner(workspace.around)}"]
     line = '"\\"" around-core "\\""'
     if workspace.lead:
         rules.append(f"around-word ::= {_one_inner(workspace.lead)}")
-        more = '(around-word " ")? ' * (AROUND_WORDS - 1)
+        more = '(around-word " ")? ' * (min(AROUND_WORDS, len(workspace.lead)) - 1)
         line = f'"\\"" around-word " " {more}around-core "\\""'
     return [f"around ::= {line}", *rules]
 

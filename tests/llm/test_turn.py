@@ -274,3 +274,4 @@ def test_a_file_made_from_a_named_file_starts_with_the_request_s_capitalised_wor
     rules = grammar(called(messages, "read_file", "pot.txt: 1\tsoup", path="pot.txt"), PROJECT)
     assert rules.matches(call("write_file", path="menu.txt", content="Lunch soup"))
     assert not rules.matches(call("write_file", path="menu.txt", content="soup"))
+    assert not rules.matches(call("write_file", path="menu.txt", content="Lunch Lunch soup"))
