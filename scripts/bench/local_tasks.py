@@ -15,7 +15,7 @@ embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-gramm
 and `--first-answer-free` measure without it, or with a text branch in the first
 answer of a turn; `--quick` runs the first task of each kind once, with the default model
 unless `--models` names others, 20 s per task unless `--timeout`;
-`--held-out` adds the six held-out sets, each written before the changes it
+`--held-out` adds the seven held-out sets, each written before the changes it
 was to judge and reported on its own row). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
@@ -853,6 +853,106 @@ HELD_OUT_6 = [
 ]
 
 
+# Held out 7: written (2026-12-02) after the fifth round of rules, before any run of it and
+# with no change after it: its first run is the untuned figure of the final rules.
+HELD_OUT_7 = [
+    Task(
+        "create-shelf",
+        "create",
+        "New file shelf.txt with three words in it: books, plants, lamp",
+        file_has("shelf.txt", "books, plants, lamp"),
+        held_out="held out 7",
+    ),
+    Task(
+        "create-ci",
+        "create",
+        "Write 'all tests pass' to logs/ci/status.txt",
+        file_has("logs/ci/status.txt", "all tests pass"),
+        held_out="held out 7",
+    ),
+    Task(
+        "read-capital",
+        "read",
+        "What's the capital mentioned in geo.txt?",
+        says("Lima"),
+        {"geo.txt": "country: Peru\ncapital: Lima\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "read-tower",
+        "read",
+        "Check height.txt and tell me how tall the tower is.",
+        says("324"),
+        {"height.txt": "The tower is 324 metres tall.\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "edit-flag",
+        "edit",
+        "Rename the colour green to yellow in flag.txt.",
+        file_is("flag.txt", "stripe: yellow"),
+        {"flag.txt": "stripe: green\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "edit-speed",
+        "edit",
+        "Set speed to 90 in car.ini.",
+        file_is("car.ini", "speed = 90"),
+        {"car.ini": "speed = 60\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "list-maps",
+        "list",
+        "Tell me which files the maps folder contains.",
+        says("north.png", "south.png"),
+        {"maps/north.png": "x\n", "maps/south.png": "y\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "list-archive",
+        "list",
+        "How many files are stored in the archive directory?",
+        says("3"),
+        {"archive/1.zip": "a\n", "archive/2.zip": "b\n", "archive/3.zip": "c\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "search-comet",
+        "search",
+        "Which text file mentions the comet?",
+        says("sky.txt"),
+        {"sky.txt": "a comet passed\n", "sea.txt": "waves\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "search-size",
+        "search",
+        "What value is MAX_SIZE given in the project?",
+        says("512"),
+        {"conf.py": "MIN_SIZE = 1\nMAX_SIZE = 512\n", "app.py": "pass\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "chain-lyrics",
+        "chain",
+        "Copy everything from lyrics.txt into lyrics_backup.txt.",
+        file_is("lyrics_backup.txt", "la la land"),
+        {"lyrics.txt": "la la land\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "chain-pet",
+        "chain",
+        "Read animal.txt and write a file pet.txt saying My pet is followed by the animal.",
+        file_has("pet.txt", "my pet is", "parrot"),
+        {"animal.txt": "parrot\n"},
+        held_out="held out 7",
+    ),
+]
+
+
 @dataclass
 class Outcome:
     model: str
@@ -1032,10 +1132,27 @@ async def main(argv: list[str] | None = None) -> int:
             print(f"model {name!r} is not installed (see pyproject's [local] extras)")
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
-    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5, *HELD_OUT_6]
+    every = [
+        *TASKS,
+        *HELD_OUT,
+        *HELD_OUT_2,
+        *HELD_OUT_3,
+        *HELD_OUT_4,
+        *HELD_OUT_5,
+        *HELD_OUT_6,
+        *HELD_OUT_7,
+    ]
     tasks = [t for t in every if t.name in wanted or not (wanted or t.held_out)]
     if args.held_out and not wanted:
-        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5, *HELD_OUT_6]
+        tasks += [
+            *HELD_OUT,
+            *HELD_OUT_2,
+            *HELD_OUT_3,
+            *HELD_OUT_4,
+            *HELD_OUT_5,
+            *HELD_OUT_6,
+            *HELD_OUT_7,
+        ]
     if args.quick:
         tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
         args.runs = 1
