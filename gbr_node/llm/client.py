@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -52,15 +51,10 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
-from gbr_node.llm.grammar import (
-    answered,
-    change_pending,
-    changed_last,
-    paths_named,
-    tool_call_grammar,
-)
+from gbr_node.llm.grammar import change_pending, changed_last, tool_call_grammar
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
+from gbr_node.llm.turn import answer_due, bound_turn
 from gbr_node.llm.window import (
     from_llama_props,
     from_model_list,
@@ -289,21 +283,13 @@ class ChatStream:
             workspace = None
             if settings.tool_grammar and settings.grammar_workspace is not None:
                 workspace = settings.grammar_workspace()
+            must_answer = settings.grammar_workspace is not None and changed_last(self._messages)
             if workspace is not None:
-                named, existing = paths_named(self._messages, workspace)
-                pending = change_pending(self._messages)
-                must_call = must_call or pending
-                workspace = replace(
-                    workspace,
-                    done=answered(self._messages),
-                    named=named,
-                    focus=existing if pending else (),
-                )
+                must_call = must_call or change_pending(self._messages)
+                workspace = bound_turn(self._messages, workspace)
+                must_answer = must_answer or answer_due(self._messages, workspace)
             grammar = settings.tool_grammar and tool_call_grammar(
-                self._tools,
-                must_call=must_call,
-                must_answer=settings.grammar_workspace is not None and changed_last(self._messages),
-                workspace=workspace,
+                self._tools, must_call=must_call, must_answer=must_answer, workspace=workspace
             )
             if grammar:
                 body["grammar"] = grammar

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 CALL_OPEN = "<tool_call>\n"
@@ -61,10 +61,13 @@ _EXISTING = {"read_file": "file", "edit_file": "file", "list_dir": "folder"}
 _EDIT = "edit_file"  # its `old_string` must occur once in the file `path` names
 _CREATE = "write_file"  # its `path` must not name a file or folder that exists
 _CHANGES = ("write_file", "edit_file")
+_SEARCH = "search_text"  # its `pattern` is a word of the request (`Workspace.patterns`)
 _PCHAR = r"[^\"\\\x00-\x1f]"  # a path character, unescaped (new paths take no escapes)
 MAX_OLD_STRINGS = 64  # choices of `old_string` per file (its lines first, then its words)
 MAX_OLD_STRING_CHARS = 200
 _WORD_RE = re.compile(r"\w+(?:[.\-]\w+)*")
+AROUND_WORDS = 6  # words of the request allowed before and after a text `Workspace.around`
+FREE_WORDS = 16  # words in a free text argument made of `Workspace.words`
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,35 @@ class Workspace:
     """Existing files the person's last message names, set while the change it asks
     for is pending: then only `read_file`, `edit_file` (of these files) and
     `write_file` (of `named`, if any) are offered (asked to edit greet.py, the tiny
-    model wrote greet.py.txt, or listed and searched until its step limit)."""
+    model wrote greet.py.txt, or listed and searched until its step limit). Set by
+    `llm.turn` to the folders a question names too, while `only` is `list_dir`."""
+    content: tuple[str, ...] | None = None
+    """`write_file`'s content, one of these texts (`llm.turn`: the text the request
+    spells out, or the text of the files a copy read); None leaves it free, and
+    with none at all no `write_file` is offered yet."""
+    around: tuple[str, ...] = ()
+    """Texts read in the turn one of which `write_file`'s content must be, after one to
+    AROUND_WORDS words of `lead` (no more words than `lead` has) when there are any
+    (a file made from a file the request names, `llm.turn`)."""
+    lead: tuple[str, ...] = ()
+    """Words that lead a content made from `around` (the text the request spells)."""
+    edits: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """`path -> (old, new)`: the one edit `edit_file` makes in that file (the edit the
+    request spells out, `llm.turn.edit_named`)."""
+    patterns: tuple[str, ...] = ()
+    """The words `search_text` may look for (the request's, as written); empty: free."""
+    only: str = ""
+    """The one tool the next call uses, when the request fixes it (`llm.turn`); a tool
+    the grammar cannot offer leaves the call free again (and `focus` unset)."""
+    found: tuple[str, ...] = ()
+    """What a tool found for the question asked (lines a search found, a listing): an
+    answer starts with one of them (the tiny model named a file it had guessed, or
+    one that was not in the listing)."""
+    words: tuple[str, ...] = ()
+    """The words a free `write_file` content or `edit_file` new_string is made of, one to
+    FREE_WORDS of them one space apart (the request's and those of the files read in
+    the turn, `llm.turn`); empty: free. The tiny model wrote "The text is ... The text
+    is ..." to its token limit, then the error that followed into the file."""
 
 
 def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
@@ -137,6 +168,17 @@ def _one_of(values: list[str]) -> str:
     return "(" + " | ".join(_literal(json.dumps(v, ensure_ascii=False)) for v in values) + ")"
 
 
+def _one_inner(values: Iterable[str]) -> str:
+    """The GBNF of one of `values` written inside a JSON string (escaped, no quotes)."""
+    inner = [_literal(json.dumps(v, ensure_ascii=False)[1:-1]) for v in values]
+    return "(" + " | ".join(inner) + ")"
+
+
+def _one_of_text(values: Iterable[str]) -> str:
+    """The GBNF of one of the plain texts `values`."""
+    return "(" + " | ".join(_literal(v) for v in values) + ")"
+
+
 def _literal(text: str) -> str:
     """`text` as a GBNF string literal (its escapes are JSON's)."""
     return json.dumps(text, ensure_ascii=False)
@@ -179,6 +221,17 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
             value = _one_of(targets)
         elif key == "path" and name == _CREATE and workspace is not None:
             value = _one_of(list(workspace.named)) if workspace.named else "newpath"
+        elif key == "content" and name == _CREATE and workspace is not None:
+            if workspace.content is not None and not workspace.content:
+                return None  # not yet: a file to read first, or nothing read to copy
+            if workspace.content:
+                value = _one_of(list(workspace.content))
+            elif workspace.around:
+                value = "around"
+            elif workspace.words:
+                value = "words"
+        elif key == "pattern" and name == _SEARCH and workspace and workspace.patterns:
+            value = _one_of(list(workspace.patterns))
         if value is None:
             if key in required:
                 return None
@@ -209,6 +262,8 @@ def _targets(name: str, workspace: Workspace | None) -> list[str] | None:
 
 def _offered(name: str, workspace: Workspace | None) -> bool:
     """False for the tools `Workspace.focus` leaves out (module docstring)."""
+    if workspace is not None and workspace.only:
+        return name == workspace.only
     if workspace is None or not workspace.focus:
         return True
     if name == _CREATE:
@@ -247,24 +302,46 @@ def _new_path_rules(existing: list[str]) -> list[str]:
 def _edit_rule(
     files: list[str], workspace: Workspace | None, required: list[str], properties: dict[str, Any]
 ) -> str | None:
-    """`edit_file`'s arguments: a file with text, one of its `old_strings`, then the rest."""
+    """`edit_file`'s arguments: a file with text, one of its `old_strings`, then the rest;
+    or, for a file in `Workspace.edits`, exactly that edit."""
     texts = workspace.files if workspace is not None else {}
-    branches = []
-    for path in files:
-        choices = old_strings(texts.get(path) or "")
-        if choices:
-            head = _literal(json.dumps(path, ensure_ascii=False) + ', "old_string": ')
-            branches.append(f"{head} {_one_of(choices)}")
+    edits = workspace.edits if workspace is not None else {}
     rest = []
     for key in required[2:]:
         value = _value_rule(properties[key])
         if value is None:
             return None
+        if key == "new_string" and workspace is not None and workspace.words:
+            value = "words"
         rest.append(f'", " {_literal(json.dumps(key) + ": ")} {value}')
+    branches = []
+    for path in files:
+        head = _literal(json.dumps(path, ensure_ascii=False) + ', "old_string": ')
+        if path in edits and required[2:] == ["new_string"]:
+            old, new = (json.dumps(text, ensure_ascii=False) for text in edits[path])
+            made = _literal(old + ', "new_string": ' + new)
+            branches.append(f"{head} {made}")
+            continue
+        choices = old_strings(texts.get(path) or "")
+        if choices:
+            branches.append(" ".join([head, _one_of(choices), *rest]))
     if not branches:
         return None
     opening = _literal('{"path": ')
-    return f'{opening} ({" | ".join(branches)}) {" ".join(rest)} "}}"'
+    return f'{opening} ({" | ".join(branches)}) "}}"'
+
+
+def _around_rules(workspace: Workspace) -> list[str]:
+    """GBNF rule `around ...`: a JSON string that is one of `workspace.around`, after one
+    to AROUND_WORDS of `workspace.lead` (at most as many as it has) when there are
+    any, one space apart."""
+    rules = [f"around-core ::= {_one_inner(workspace.around)}"]
+    line = '"\\"" around-core "\\""'
+    if workspace.lead:
+        rules.append(f"around-word ::= {_one_inner(workspace.lead)}")
+        more = '(around-word " ")? ' * (min(AROUND_WORDS, len(workspace.lead)) - 1)
+        line = f'"\\"" around-word " " {more}around-core "\\""'
+    return [f"around ::= {line}", *rules]
 
 
 def changed_last(messages: list[dict[str, Any]]) -> bool:
@@ -283,8 +360,9 @@ def changed_last(messages: list[dict[str, Any]]) -> bool:
 
 # A clause of the person's request that starts with one of these verbs asks for a change.
 _CHANGE_VERBS = frozenset(
-    {"add", "append", "change", "copy", "create", "edit", "fix", "insert", "make", "modify"}
-    | {"put", "rename", "replace", "save", "set", "store", "turn", "update", "write"}
+    {"add", "append", "change", "copy", "create", "duplicate", "edit", "fix", "insert", "make"}
+    | {"modify", "put", "rename", "replace", "save", "set", "store", "swap", "switch", "turn"}
+    | {"update", "write"}
 )
 # Words that may come before the verb at a clause's start ("please", "in notes.txt,").
 _LEADING = frozenset({"please", "now", "also", "just", "then", "and", "so"})
@@ -379,18 +457,32 @@ def tool_call_grammar(
         if arguments is not None:
             head = _literal('{"name": ' + json.dumps(function["name"]) + ', "arguments": ')
             calls.append(f'{head} {arguments} "}}"')
+    answer = r"answer ::= [^<\x00] [^\x00]*"
+    if workspace is not None and workspace.found:
+        answer = f"answer ::= {_one_of_text(workspace.found)} [^\\x00]*"
+    if must_answer:
+        return f"root ::= answer\n{answer}\n"
     if not calls:
+        if workspace is not None and workspace.only:  # that tool cannot be offered: free
+            free = replace(workspace, only="", focus=())
+            return tool_call_grammar(
+                tools, must_call=must_call, must_answer=must_answer, workspace=free
+            )
         return None
     root = "root ::= call" if must_call else "root ::= call | answer"
-    if must_answer:
-        root = "root ::= answer"
     lines = [
         root,
         f"call ::= {_literal(CALL_OPEN)} ({' | '.join(calls)}) {_literal(CALL_CLOSE)}",
-        r"answer ::= [^<\x00] [^\x00]*",
+        answer,
     ]
     if workspace is not None and any(" newpath " in call for call in calls):
         lines += _new_path_rules([*workspace.files, *workspace.folders])
+    if workspace is not None and any(" around " in call for call in calls):
+        lines += _around_rules(workspace)
+    if workspace is not None and any(re.search(r"[ (]words[ )]", call) for call in calls):
+        more = '(" " words-one)? ' * (FREE_WORDS - 1)
+        lines.append(f'words ::= "\\"" words-one {more}"\\""')
+        lines.append(f"words-one ::= {_one_inner(workspace.words)}")
     return "\n".join(lines) + "\n" + _VALUES
 
 

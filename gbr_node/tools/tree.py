@@ -161,7 +161,7 @@ class TreeTools:
             raise ToolError(f"{where.relative} is not a folder")
         lines: list[str] = []
         cut = self._walk(where.path, where.relative, params.depth, lines)
-        header = f"{where.relative}/ (depth {params.depth})"
+        header = f"{where.relative}/ (depth {params.depth}){_tally(lines)}"
         body = lines or ["(empty)"]
         if cut:
             body.append(f"[{cut} more entries not shown; list a subfolder or use a smaller depth]")
@@ -191,6 +191,18 @@ class TreeTools:
             if depth > 1 and entry.is_dir(follow_symlinks=False):
                 cut += self._walk(Path(entry.path), name, depth - 1, lines)
         return cut
+
+
+def _tally(lines: list[str]) -> str:
+    """ ": 3 files, 1 folder" for the entries `lines` shows ("" when none): a tiny model
+    asked how many files a folder holds answers from the header, it does not count
+    (issue 15)."""
+    kinds = {"file": 0, "folder": 0, "link": 0}
+    for line in lines:
+        kind = "folder" if line.endswith("/") else "link" if line.endswith("@") else "file"
+        kinds[kind] += 1
+    counts = [f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in kinds.items() if n]
+    return ": " + ", ".join(counts) if counts else ""
 
 
 def tree_tools(sandbox: Sandbox) -> list[Tool]:

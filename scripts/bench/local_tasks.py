@@ -15,7 +15,7 @@ embedded model's few tools, tool calls constrained by `llm.grammar`; `--no-gramm
 and `--first-answer-free` measure without it, or with a text branch in the first
 answer of a turn; `--quick` runs the first task of each kind once, with the default model
 unless `--models` names others, 20 s per task unless `--timeout`;
-`--held-out` adds the three held-out sets, each written before the changes it
+`--held-out` adds the seven held-out sets, each written before the changes it
 was to judge and reported on its own row). The
 task succeeds when its check holds once the turn is over (a file's content
 on disk, or a word in the final answer), within `--timeout` seconds.
@@ -552,6 +552,407 @@ HELD_OUT_3 = [
 ]
 
 
+# Held out 4: written (2026-12-02, issue 15's fourth round) before any of that round's rules
+# was written or tried; first run on the third round's code (the untuned figure).
+HELD_OUT_4 = [
+    Task(
+        "create-reminder",
+        "create",
+        "Create a file reminder.txt with the words: call the dentist",
+        file_has("reminder.txt", "call the dentist"),
+        held_out="held out 4",
+    ),
+    Task(
+        "create-report",
+        "create",
+        "Put a new file out/report.txt containing: all clear",
+        file_has("out/report.txt", "all clear"),
+        held_out="held out 4",
+    ),
+    Task(
+        "read-pet",
+        "read",
+        "Read pet.txt and tell me the dog's name.",
+        says("Rex"),
+        {"pet.txt": "dog: Rex\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "read-price",
+        "read",
+        "How much does the lamp cost, according to price.txt?",
+        says("35"),
+        {"price.txt": "The lamp costs 35 euros.\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "edit-weather",
+        "edit",
+        "In weather.txt, change rainy to sunny.",
+        file_is("weather.txt", "today: sunny"),
+        {"weather.txt": "today: rainy\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "edit-level",
+        "edit",
+        "Edit level.cfg so that the level is 7 instead of 3.",
+        file_is("level.cfg", "level = 7"),
+        {"level.cfg": "level = 3\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "list-photos",
+        "list",
+        "Which files are in the photos folder?",
+        says("beach.jpg", "snow.jpg"),
+        {"photos/beach.jpg": "x\n", "photos/snow.jpg": "y\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "list-letters",
+        "list",
+        "How many files does the letters folder hold?",
+        says("3"),
+        {"letters/a.txt": "a\n", "letters/b.txt": "b\n", "letters/c.txt": "c\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "search-invoice",
+        "search",
+        "Which file has the word invoice in it?",
+        says("bills.txt"),
+        {"bills.txt": "invoice 17 paid\n", "mail.txt": "hello there\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "search-timeout",
+        "search",
+        "Search for TIMEOUT_MS and tell me what it is set to.",
+        says("2500"),
+        {"net.py": "RETRIES = 3\nTIMEOUT_MS = 2500\n", "ui.py": "pass\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "chain-quote",
+        "chain",
+        "Read quote.txt and put the same words into quote_backup.txt.",
+        file_is("quote_backup.txt", "less is more"),
+        {"quote.txt": "less is more\n"},
+        held_out="held out 4",
+    ),
+    Task(
+        "chain-badge",
+        "chain",
+        "Read member.txt and create badge.txt that says Member followed by the name in it.",
+        file_has("badge.txt", "member", "kofi"),
+        {"member.txt": "Kofi\n"},
+        held_out="held out 4",
+    ),
+]
+
+
+# Held out 5: written (2026-12-02) after issue 15's fourth round of rules (llm.turn) and
+# before any run of it; phrased as a person would, not to fit those rules. Its first run
+# is the untuned figure of that round.
+HELD_OUT_5 = [
+    Task(
+        "create-agenda",
+        "create",
+        "Start a new file agenda.txt and write in it: meeting at noon",
+        file_has("agenda.txt", "meeting at noon"),
+        held_out="held out 5",
+    ),
+    Task(
+        "create-cache",
+        "create",
+        "Create cache/info.txt holding the word ready",
+        file_has("cache/info.txt", "ready"),
+        held_out="held out 5",
+    ),
+    Task(
+        "read-lang",
+        "read",
+        "Read lang.txt and tell me which language it names.",
+        says("Portuguese"),
+        {"lang.txt": "language: Portuguese\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "read-age",
+        "read",
+        "How old is the cat according to cat.txt?",
+        says("7"),
+        {"cat.txt": "The cat is 7 years old.\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "edit-mood",
+        "edit",
+        "In mood.txt replace sad with happy.",
+        file_is("mood.txt", "feeling happy"),
+        {"mood.txt": "feeling sad\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "edit-retries",
+        "edit",
+        "Change the retries in net.ini to 5; it is 2 at the moment.",
+        file_is("net.ini", "retries = 5"),
+        {"net.ini": "retries = 2\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "list-fonts",
+        "list",
+        "What is inside the fonts directory?",
+        says("serif.ttf", "mono.ttf"),
+        {"fonts/serif.ttf": "x\n", "fonts/mono.ttf": "y\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "list-inbox",
+        "list",
+        "Count the files in the inbox folder.",
+        says("4"),
+        {"inbox/1.eml": "a\n", "inbox/2.eml": "b\n", "inbox/3.eml": "c\n", "inbox/4.eml": "d\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "search-harbour",
+        "search",
+        "Which file talks about the harbour?",
+        says("port.txt"),
+        {"port.txt": "the harbour is busy\n", "town.txt": "quiet streets\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "search-version",
+        "search",
+        "Look up VERSION in the code and tell me its value.",
+        says("4.2"),
+        {"meta.py": "NAME = 'x'\nVERSION = '4.2'\n", "run.py": "print()\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "chain-recipe",
+        "chain",
+        "Duplicate recipe.txt as recipe_old.txt.",
+        file_is("recipe_old.txt", "flour, water, salt"),
+        {"recipe.txt": "flour, water, salt\n"},
+        held_out="held out 5",
+    ),
+    Task(
+        "chain-user",
+        "chain",
+        "Read user.cfg and create hello_user.txt greeting that user by name.",
+        file_has("hello_user.txt", "lena"),
+        {"user.cfg": "user = Lena\n"},
+        held_out="held out 5",
+    ),
+]
+
+
+# Held out 6: written (2026-12-02) after held out 5's first run and before the fifth round
+# of rules that its failures lead to; never run before them.
+HELD_OUT_6 = [
+    Task(
+        "create-plants",
+        "create",
+        "Add a file todo_today.txt that reads: water the plants",
+        file_has("todo_today.txt", "water the plants"),
+        held_out="held out 6",
+    ),
+    Task(
+        "create-draft",
+        "create",
+        "Make reports/q3.txt and put the word draft in it",
+        file_has("reports/q3.txt", "draft"),
+        held_out="held out 6",
+    ),
+    Task(
+        "read-wifi",
+        "read",
+        "Tell me the wifi password from wifi.txt.",
+        says("orchid77"),
+        {"wifi.txt": "network: home\npassword: orchid77\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "read-bridge",
+        "read",
+        "In which year was the bridge built? bridge.txt knows.",
+        says("1932"),
+        {"bridge.txt": "The bridge was built in 1932.\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "edit-route",
+        "edit",
+        "Please swap north for south in route.txt.",
+        file_is("route.txt", "head south"),
+        {"route.txt": "head north\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "edit-width",
+        "edit",
+        "Make the width in box.cfg 640 rather than 320.",
+        file_is("box.cfg", "width = 640"),
+        {"box.cfg": "width = 320\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "list-videos",
+        "list",
+        "Show the contents of the videos folder.",
+        says("intro.mp4", "outro.mp4"),
+        {"videos/intro.mp4": "x\n", "videos/outro.mp4": "y\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "list-tmp",
+        "list",
+        "How many items does the tmp directory contain?",
+        says("2"),
+        {"tmp/a.log": "a\n", "tmp/b.log": "b\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "search-pineapple",
+        "search",
+        "Where is the word pineapple mentioned?",
+        says("shop.txt"),
+        {"shop.txt": "pineapple 3\n", "list.md": "milk\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "search-port",
+        "search",
+        "Find PORT_NUMBER and report the number it is set to.",
+        says("7070"),
+        {"server.py": "HOST = 'x'\nPORT_NUMBER = 7070\n", "util.py": "pass\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "chain-motto",
+        "chain",
+        "Take what is written in motto.txt and save it into motto_copy.txt.",
+        file_is("motto_copy.txt", "keep it simple"),
+        {"motto.txt": "keep it simple\n"},
+        held_out="held out 6",
+    ),
+    Task(
+        "chain-welcome",
+        "chain",
+        "Open guest.txt and write Welcome plus the guest's name into welcome.txt.",
+        file_has("welcome.txt", "welcome", "omar"),
+        {"guest.txt": "Omar\n"},
+        held_out="held out 6",
+    ),
+]
+
+
+# Held out 7: written (2026-12-02) after the fifth round of rules, before any run of it and
+# with no change after it: its first run is the untuned figure of the final rules.
+HELD_OUT_7 = [
+    Task(
+        "create-shelf",
+        "create",
+        "New file shelf.txt with three words in it: books, plants, lamp",
+        file_has("shelf.txt", "books, plants, lamp"),
+        held_out="held out 7",
+    ),
+    Task(
+        "create-ci",
+        "create",
+        "Write 'all tests pass' to logs/ci/status.txt",
+        file_has("logs/ci/status.txt", "all tests pass"),
+        held_out="held out 7",
+    ),
+    Task(
+        "read-capital",
+        "read",
+        "What's the capital mentioned in geo.txt?",
+        says("Lima"),
+        {"geo.txt": "country: Peru\ncapital: Lima\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "read-tower",
+        "read",
+        "Check height.txt and tell me how tall the tower is.",
+        says("324"),
+        {"height.txt": "The tower is 324 metres tall.\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "edit-flag",
+        "edit",
+        "Rename the colour green to yellow in flag.txt.",
+        file_is("flag.txt", "stripe: yellow"),
+        {"flag.txt": "stripe: green\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "edit-speed",
+        "edit",
+        "Set speed to 90 in car.ini.",
+        file_is("car.ini", "speed = 90"),
+        {"car.ini": "speed = 60\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "list-maps",
+        "list",
+        "Tell me which files the maps folder contains.",
+        says("north.png", "south.png"),
+        {"maps/north.png": "x\n", "maps/south.png": "y\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "list-archive",
+        "list",
+        "How many files are stored in the archive directory?",
+        says("3"),
+        {"archive/1.zip": "a\n", "archive/2.zip": "b\n", "archive/3.zip": "c\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "search-comet",
+        "search",
+        "Which text file mentions the comet?",
+        says("sky.txt"),
+        {"sky.txt": "a comet passed\n", "sea.txt": "waves\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "search-size",
+        "search",
+        "What value is MAX_SIZE given in the project?",
+        says("512"),
+        {"conf.py": "MIN_SIZE = 1\nMAX_SIZE = 512\n", "app.py": "pass\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "chain-lyrics",
+        "chain",
+        "Copy everything from lyrics.txt into lyrics_backup.txt.",
+        file_is("lyrics_backup.txt", "la la land"),
+        {"lyrics.txt": "la la land\n"},
+        held_out="held out 7",
+    ),
+    Task(
+        "chain-pet",
+        "chain",
+        "Read animal.txt and write a file pet.txt saying My pet is followed by the animal.",
+        file_has("pet.txt", "my pet is", "parrot"),
+        {"animal.txt": "parrot\n"},
+        held_out="held out 7",
+    ),
+]
+
+
 @dataclass
 class Outcome:
     model: str
@@ -731,10 +1132,27 @@ async def main(argv: list[str] | None = None) -> int:
             print(f"model {name!r} is not installed (see pyproject's [local] extras)")
             return 2
     wanted = set(filter(None, args.tasks.split(",")))
-    every = [*TASKS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]
+    every = [
+        *TASKS,
+        *HELD_OUT,
+        *HELD_OUT_2,
+        *HELD_OUT_3,
+        *HELD_OUT_4,
+        *HELD_OUT_5,
+        *HELD_OUT_6,
+        *HELD_OUT_7,
+    ]
     tasks = [t for t in every if t.name in wanted or not (wanted or t.held_out)]
     if args.held_out and not wanted:
-        tasks += [*HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]
+        tasks += [
+            *HELD_OUT,
+            *HELD_OUT_2,
+            *HELD_OUT_3,
+            *HELD_OUT_4,
+            *HELD_OUT_5,
+            *HELD_OUT_6,
+            *HELD_OUT_7,
+        ]
     if args.quick:
         tasks = [t for t in tasks if t is next(u for u in tasks if u.kind == t.kind)]
         args.runs = 1

@@ -95,16 +95,16 @@ async def test_the_embedded_model_s_grammar_names_what_the_project_holds(tmp_pat
         server.enqueue(text_reply(WRITE + "\n</tool_call>", pieces=6), text_reply("Done."))
         await run_turn(tmp_path, server, embedded=True)
         first, second = (Gbnf(body["grammar"]) for body in server.chat_bodies)
-    assert first.matches(call("read_file", {"path": "notes.txt"}))
-    assert not first.matches(call("read_file", {"path": "note.txt"}))
-    assert first.matches(call("list_dir", {"path": "docs"}))
-    assert not first.matches(call("list_dir", {"path": "doc"}))
-    # The request names hello.txt, which does not exist: it is the one file to write, and
-    # no edit comes first (the tiny model edited the file it had read instead).
-    edit = {"path": "notes.txt", "old_string": "red", "new_string": "blue"}
-    assert not first.matches(call("edit_file", edit))
+    # The request names hello.txt, which does not exist, and spells its text: that write is
+    # the one call (the tiny model edited the file it had read instead, or wrote "The text
+    # is Hello. The text is ..." until its token limit).
     assert first.matches(call("write_file", {"path": "hello.txt", "content": "Hello"}))
     assert not first.matches(call("write_file", {"path": "hi.txt", "content": "Hello"}))
+    assert not first.matches(call("write_file", {"path": "hello.txt", "content": "Hello!"}))
+    edit = {"path": "notes.txt", "old_string": "red", "new_string": "blue"}
+    assert not first.matches(call("edit_file", edit))
+    assert not first.matches(call("read_file", {"path": "notes.txt"}))
+    assert not first.matches(call("list_dir", {"path": "docs"}))
     # The write succeeded: the next answer reports it, it calls nothing more.
     assert second.matches("Done.")
     assert not second.matches(call("read_file", {"path": "hello.txt"}))

@@ -12,6 +12,7 @@ from gbr_node.errors import ModelError
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.events import KeepAlive, TextDelta, ToolCallStarted
 from gbr_node.llm.grammar import Workspace
+from tests.support.gbnf import Gbnf
 from tests.support.model_server import ModelServer
 from tests.support.replies import (
     Delay,
@@ -416,6 +417,38 @@ async def test_a_change_asked_for_keeps_the_answer_a_call_until_one_succeeds(
     bodies = [request.body for request in server.requests]
     assert bodies[0]["grammar"].startswith("root ::= call\n")
     assert bodies[1]["grammar"].startswith("root ::= call | answer\n")
+
+
+async def test_the_grammar_holds_the_call_to_what_the_request_fixes(server, settings) -> None:
+    """Issue 15, fourth round (`llm.turn`): asked for a file with a spelled-out text, the
+    embedded model wrote "The text is eggs and bread. The text is ..." to its token
+    limit; asked which file holds a word, it answered before searching."""
+    server.enqueue(text_reply("ok", pieces=1), text_reply("ok", pieces=1))
+    workspace = Workspace(files={"a.txt": "colour: red\n"})
+    search: dict[str, Any] = {
+        "name": "search_text",
+        "parameters": {
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}},
+            "required": ["pattern"],
+        },
+    }
+    tools = [*READ_PATH_TOOL, WRITE_TOOL, {"type": "function", "function": search}]
+    create = [{"role": "user", "content": "Create b.txt with the text: blue sky"}]
+    question = [{"role": "user", "content": "Which file mentions colour?"}]
+    async with ModelClient(
+        settings(tool_grammar=True, grammar_workspace=lambda: workspace)
+    ) as client:
+        await collect(client, create, tools)
+        await collect(client, question, tools)
+    created, asked = (Gbnf(request.body["grammar"]) for request in server.requests)
+    written = '{"name": "write_file", "arguments": {"path": "b.txt", "content": "%s"}}'
+    assert created.matches("<tool_call>\n" + written % "blue sky" + "\n</tool_call>")
+    assert not created.matches("<tool_call>\n" + written % "The text is blue" + "\n</tool_call>")
+    searched = '{"name": "search_text", "arguments": {"pattern": "colour"}}'
+    assert asked.matches("<tool_call>\n" + searched + "\n</tool_call>")
+    assert not asked.matches('<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}'
+                             "\n</tool_call>")  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -381,3 +381,22 @@ def test_while_a_change_is_pending_the_files_named_are_the_only_ones_acted_on() 
     grammar = Gbnf(tool_call_grammar([READ, WRITE, EDIT], workspace=copying))
     assert grammar.matches(call("write_file", {"path": "copy.txt", "content": "x"}))
     assert grammar.matches(call("read_file", {"path": "notes.txt"}))
+
+
+def test_an_answer_due_is_the_only_answer_even_when_no_tool_could_be_offered() -> None:
+    """Issue 15, fourth round: with every call already made, no grammar was sent at all,
+    and the tiny model listed the folder it had just listed again."""
+    listed = Workspace({}, (".",), done=frozenset({("list_dir", ".")}))
+    assert tool_call_grammar([LIST], workspace=listed) is None  # nothing to offer
+    grammar = Gbnf(tool_call_grammar([LIST], must_answer=True, workspace=listed))
+    assert grammar.matches("The folder is empty.")
+    assert not grammar.matches(call("list_dir", {"path": "."}))
+
+
+def test_a_tool_fixed_for_the_next_call_that_cannot_be_offered_leaves_the_call_free() -> None:
+    fixed = replace(PROJECT, only="list_dir", focus=("lib",))  # no folder lib: nothing to list
+    grammar = Gbnf(tool_call_grammar([READ, LIST], workspace=fixed))
+    assert grammar.matches(call("read_file", {"path": "notes.txt"}))
+    only_list = Gbnf(tool_call_grammar([READ, LIST], workspace=replace(PROJECT, only="list_dir")))
+    assert not only_list.matches(call("read_file", {"path": "notes.txt"}))
+    assert only_list.matches(call("list_dir", {"path": "src"}))

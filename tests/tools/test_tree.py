@@ -140,9 +140,18 @@ def test_list_dir_shows_folders_files_and_links_and_skips_git(registry, root):
     (root / "README").write_text("hi\n")
     (root / "link").symlink_to("src")
     text = text_of(registry.call("list_dir", {}))
-    assert text.splitlines() == ["./ (depth 1)", "README (3 bytes)", "link@", "src/"]
+    assert text.splitlines() == [
+        "./ (depth 1): 1 file, 1 folder, 1 link",
+        "README (3 bytes)",
+        "link@",
+        "src/",
+    ]
     deep = text_of(registry.call("list_dir", {"path": "src", "depth": 2}))
-    assert deep.splitlines() == ["src/ (depth 2)", "src/pkg/", "src/pkg/m.py (6 bytes)"]
+    assert deep.splitlines() == [
+        "src/ (depth 2): 1 file, 1 folder",
+        "src/pkg/",
+        "src/pkg/m.py (6 bytes)",
+    ]
 
 
 def test_list_dir_output_is_bounded_and_says_how_many_were_cut(registry, root):
