@@ -299,7 +299,9 @@ COMMANDS = {
     ),
     "serve": (
         "Serve this node's tools to the trusted peers of the active profile, without an agent; "
-        "prints one line per call (peer, tool, outcome, milliseconds).",
+        "prints one line per call (peer, tool, outcome, milliseconds). --relay also relays "
+        "(circuit relay v2) for the profile's trusted peers; [node] relays keeps a reservation "
+        "on relays so peers reach this node from other networks (docs/guide/peers.md).",
         [
             "gbr-node serve",
             "gbr-node serve --listen /ip4/0.0.0.0/tcp/4001",
@@ -313,6 +315,7 @@ COMMANDS = {
             'gbr-node call alice read_file \'{"path": "notes.txt"}\'',
             "gbr-node call alice --list",
             "gbr-node call /ip4/192.0.2.10/tcp/4001/p2p/12D3KooW... write_file @args.json",
+            "gbr-node call /ip4/203.0.113.7/tcp/4001/p2p/RELAY/p2p-circuit/p2p/12D3KooW... --list",
         ],
     ),
     "mcp": (
@@ -323,7 +326,8 @@ COMMANDS = {
         ["gbr-node --project /path/to/project mcp", "gbr-node mcp --max-result-tokens 8000"],
     ),
     "id": (
-        "Print this node's peer ID and the multiaddrs peers can dial it at.",
+        "Print this node's peer ID and the multiaddrs peers can dial it at: [node] announce "
+        "(else the listen addresses), then one RELAY/p2p-circuit address per [node] relays.",
         ["gbr-node id", "gbr-node id --identity ./other.key"],
     ),
     "model": (

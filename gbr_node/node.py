@@ -153,7 +153,12 @@ async def _reach_further(
     """
     config = node.loaded.profile.node
     if relay or config.relay:
-        host.serve_relay(_hop_limits(config), serves_any=config.relay_for == "any")
+        host.serve_relay(
+            _hop_limits(config),
+            serves_any=config.relay_for == "any",
+            tell=_dim(node),
+            name=lambda peer_id: _alias_or_short(node, peer_id),
+        )
         whom = "any peer" if config.relay_for == "any" else "trusted peers only"
         node.notice(f"{DIM}relaying for {whom} (circuit relay v2){RESET}")
     circuits = any("/p2p-circuit" in a for p in node.loaded.profile.peers.values() for a in p.addrs)
@@ -167,6 +172,14 @@ async def _reach_further(
     elif config.mdns:
         await host.find_on_lan()
         node.notice(f"{DIM}finding peers on the LAN (mDNS): /peers lists them{RESET}")
+
+
+def _alias_or_short(node: Node, peer_id: str) -> str:
+    """A peer as serve's lines name it: its alias in the profile, else a short peer ID."""
+    for alias, peer in node.loaded.profile.peers.items():
+        if peer.peer_id == peer_id:
+            return alias
+    return f"{peer_id[:6]}…{peer_id[-6:]}"
 
 
 def _dim(node: Node) -> Callable[[str], None]:
@@ -306,10 +319,13 @@ async def call_once(
     """
     peer_addrs: tuple[str, ...] = ()
     peers: Mapping[str, TrustedPeer] = {}
+    mdns = browse = False
     if profile_path(settings.project_dir, settings.env).exists():
-        peers = load_profile(settings.project_dir, settings.env).profile.peers
+        profile = load_profile(settings.project_dir, settings.env).profile
+        peers, mdns = profile.peers, profile.node.mdns
     if target in peers:
         target, peer_addrs = peers[target].peer_id, peers[target].addrs
+        browse = mdns and not peer_addrs  # where mDNS finds it (issue 23)
     else:
         try:
             parse_target(target)
@@ -318,11 +334,24 @@ async def call_once(
             return EXIT_USAGE
     keypair = _load_identity(settings)
     async with open_host(keypair, [], is_trusted=lambda _: False) as host:
-        if peer_addrs:
-            host.add_addrs(target, peer_addrs)
+        if browse:
+            await _find_on_lan(host, target)
         # Errors are handled inside the host's context: leaving it wraps them
         # in the library's exception groups.
-        return await _call_and_print(host, target, tool, arguments)
+        return await _call_and_print(host, target, tool, arguments, peer_addrs)
+
+
+MDNS_CALL_WAIT_S = 5.0
+"""How long `gbr-node call` browses the LAN for a peer with no address, seconds."""
+
+
+async def _find_on_lan(host: P2PHost, peer_id: str) -> None:
+    """Browse the LAN with mDNS (announcing nothing) until `peer_id` is seen or
+    `MDNS_CALL_WAIT_S` is up; the dial that follows says when it was not found."""
+    lan = await host.find_on_lan()
+    with trio.move_on_after(MDNS_CALL_WAIT_S):
+        while not lan.addrs(peer_id):
+            await trio.sleep(0.1)
 
 
 def _bad_target(target: str, exc: GbrError, peers: Mapping[str, TrustedPeer], env: str) -> str:
@@ -336,10 +365,16 @@ def _bad_target(target: str, exc: GbrError, peers: Mapping[str, TrustedPeer], en
 
 
 async def _call_and_print(
-    host: P2PHost, target: str, tool: str | None, arguments: dict[str, Any]
+    host: P2PHost,
+    target: str,
+    tool: str | None,
+    arguments: dict[str, Any],
+    peer_addrs: Sequence[str] = (),
 ) -> int:
     limits = Limits()
     try:
+        if peer_addrs:
+            host.add_addrs(target, peer_addrs)
         if tool is None:
             for info in await list_tools(host, target, limits=limits):
                 summary = info.description.splitlines()[0] if info.description else ""
@@ -360,14 +395,20 @@ async def _call_and_print(
 def identity(settings: NodeSettings) -> int:
     """`gbr-node id`: print the peer ID and the multiaddrs peers would dial: the profile's
     `[node] announce` when it has any, else its listen addresses or `--listen`, then
-    one `/p2p-circuit` address per relay in `[node] relays` (issue 23)."""
+    one `/p2p-circuit` address per relay in `[node] relays` (issue 23). A profile that
+    does not load is reported (exit 1) after the peer ID."""
     peer_id = peer_id_of(_load_identity(settings))
     print(peer_id)
-    try:
-        node = load_profile(settings.project_dir, settings.env).profile.node
+    listen: Sequence[str] = settings.listen or ()
+    announce: Sequence[str] = ()
+    relays: Sequence[str] = ()
+    if profile_path(settings.project_dir, settings.env).exists():
+        try:
+            node = load_profile(settings.project_dir, settings.env).profile.node
+        except GbrError as exc:  # the addresses it would give are unknown: say why
+            print(f"gbr-node: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         listen, announce, relays = settings.listen or node.listen, node.announce, node.relays
-    except GbrError:
-        listen, announce, relays = settings.listen or (), (), ()
     for addr in announce or listen:
         print(f"  {addr}/p2p/{peer_id}")
     for relay in relays:

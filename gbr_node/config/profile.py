@@ -25,6 +25,7 @@ Shape (every key optional; defaults below):
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 from typing import Annotated, Literal
 
@@ -52,16 +53,15 @@ ALL_LOCAL_TOOLS = (
 )
 
 
-TCP_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}$"
+_ID = "[1-9A-HJ-NP-Za-km-z]{40,128}"
+_HOST_TCP = r"/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}"
+TCP_MULTIADDR = f"^{_HOST_TCP}$"
 """A plain TCP listen multiaddr, e.g. /ip4/127.0.0.1/tcp/4001 (no /p2p/ part)."""
-DIAL_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}(/p2p/[1-9A-HJ-NP-Za-km-z]+)?$"
+DIAL_MULTIADDR = f"^{_HOST_TCP}(/p2p/{_ID})?$"
 """A TCP multiaddr to dial a peer at, with or without its /p2p/<peer ID> ending."""
-RELAY_MULTIADDR = r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}/p2p/[1-9A-HJ-NP-Za-km-z]+$"
+RELAY_MULTIADDR = f"^{_HOST_TCP}/p2p/{_ID}$"
 """A relay to reserve a slot on: a TCP multiaddr ending in the relay's /p2p/<peer ID>."""
-CIRCUIT_MULTIADDR = (
-    r"^/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}/p2p/[1-9A-HJ-NP-Za-km-z]+/p2p-circuit"
-    r"(/p2p/[1-9A-HJ-NP-Za-km-z]+)?$"
-)
+CIRCUIT_MULTIADDR = f"^{_HOST_TCP}/p2p/{_ID}/p2p-circuit(/p2p/{_ID})?$"
 """A peer reached through a relay (circuit relay v2): RELAY/p2p-circuit[/p2p/<peer ID>]."""
 PEER_ADDR = f"({DIAL_MULTIADDR})|({CIRCUIT_MULTIADDR})"
 """Where to dial a trusted peer: a direct TCP multiaddr or a /p2p-circuit one."""
@@ -80,6 +80,24 @@ a tool name shortened to 64 characters must keep: grants tell mounted tools by i
 MCP_SERVER_NAME_MAX = 32
 LOOPBACK_URL = r"^http://(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\])(:\d{1,5})?(/\S*)?$"
 """A streamable-HTTP MCP endpoint on this machine, e.g. http://127.0.0.1:8000/mcp."""
+
+
+def check_host_and_port(text: str, *, port_zero: bool = False) -> None:
+    """Check the host and TCP port of a multiaddr the patterns above accepted: an ip4 or
+    ip6 host must be an IP address, the port 1-65535 (0 too with `port_zero`: a listen
+    address, any free port).
+
+    Raises:
+        ValueError: naming the address and what is wrong with it.
+    """
+    _empty, kind, host, _tcp, port, *_rest = text.split("/")
+    if kind in ("ip4", "ip6"):
+        try:
+            (ipaddress.IPv4Address if kind == "ip4" else ipaddress.IPv6Address)(host)
+        except ValueError:
+            raise ValueError(f"{text}: {host} is not an {kind} address") from None
+    if not (0 if port_zero else 1) <= int(port) <= 65535:
+        raise ValueError(f"{text}: port {port} is not 1-65535")
 
 
 class _Frozen(BaseModel):
@@ -226,14 +244,22 @@ class NodeConfig(_Frozen):
     relay_reservation_s: Annotated[int, Field(ge=2, le=30 * 86400)] = 3600
     mdns: bool = False
 
-    @field_validator("announce")
+    @field_validator("listen")
+    @classmethod
+    def _bindable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            check_host_and_port(text, port_zero=True)
+        return value
+
+    @field_validator("announce", "relays")
     @classmethod
     def _dialable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for text in value:
+            check_host_and_port(text)
             host = text.split("/")[2]
             if host in ("0.0.0.0", "::"):
                 raise ValueError(
-                    f"{text} is a wildcard, not an address others can dial: announce this "
+                    f"{text} is a wildcard, not an address others can dial: give this "
                     "machine's real address, e.g. /ip4/203.0.113.5/tcp/4001"
                 )
         return value
@@ -263,6 +289,15 @@ class TrustedPeer(_Frozen):
     addrs: tuple[Annotated[str, Field(pattern=PEER_ADDR)], ...] = ()
     tools: tuple[str, ...] | Literal["*"] = ()
     chat: Literal["off", "show", "reply"] = "off"
+
+    @model_validator(mode="after")
+    def _addrs_reach_this_peer(self) -> TrustedPeer:
+        for text in self.addrs:
+            check_host_and_port(text)
+            named = text.rsplit("/p2p/", 1)[1] if text.rsplit("/", 2)[-2] == "p2p" else None
+            if named is not None and named != self.peer_id:
+                raise ValueError(f"addrs: {text} ends in peer {named}, not this peer's peer_id")
+        return self
 
     def may_call(self, tool: str) -> bool:
         """True when this peer is granted `tool` (a mounted one only by name or `mcp_servers`)."""

@@ -48,6 +48,7 @@ from libp2p.utils.varint import encode_varint_prefixed, read_varint_prefixed_byt
 from gbr_node import lean
 from gbr_node.errors import GbrError, PeerUnreachable
 from gbr_node.p2p.addresses import parse_peer_id
+from gbr_node.p2p.dial_errors import explain_dial_failure
 
 __all__ = [
     "HOP_PROTOCOL_ID",
@@ -314,7 +315,8 @@ class Reservations:
         try:
             stream = await self._host.new_stream(relay_id, [TProtocol(HOP_PROTOCOL_ID)])
         except Exception as exc:
-            raise PeerUnreachable(f"no HOP stream ({exc})") from exc
+            reason = explain_dial_failure(exc, protocol_id=HOP_PROTOCOL_ID)
+            raise PeerUnreachable(f"not a relay? {reason} (a relay runs serve --relay)") from exc
         try:
             await write_message(stream, messages.HopMessage(type=messages.HopMessage.RESERVE))
             answer = await read_message(stream, messages.HopMessage)
@@ -332,7 +334,7 @@ class Reservations:
             raise PeerUnreachable("the reservation had expired on arrival (clocks apart?)")
         if relay_addr not in self._held:
             seen = await self.observed_by(relay_id)
-            seen_as = f" (the relay sees this node at {seen}: shown, not announced)" if seen else ""
+            seen_as = f"; the relay sees this node come from {seen}" if seen else ""
             me = self._host.get_id()
             self._tell(f"reachable through relay: {relay_addr}/p2p-circuit/p2p/{me}{seen_as}")
         self._held[relay_addr] = expires_at

@@ -306,19 +306,23 @@ class P2PHost:
 
         self._hole_punch = HolePunch(self._host, self._is_trusted, told, self._background)
 
-    def serve_relay(self, limits: HopLimits, *, serves_any: bool) -> RelayService:
+    def serve_relay(
+        self,
+        limits: HopLimits,
+        *,
+        serves_any: bool,
+        tell: Callable[[str], None] = lambda _line: None,
+        name: Callable[[str], str] = lambda peer_id: peer_id,
+    ) -> RelayService:
         """Be a circuit relay v2 relay (relay.py) within `limits`, for trusted peers only
-        or (`serves_any`) for anyone. Peers holding a reservation or a circuit stay
+        or (`serves_any`) for anyone, telling `tell(line)` of reservations and circuits
+        (peers named by `name(peer_id)`). Peers holding a reservation or a circuit stay
         connected (no idle close, no untrusted grace)."""
         from gbr_node.p2p.relay import RelayService
 
         book = RelayBook(limits, serves_any=serves_any)
-        self.relay = RelayService(
-            self._host,
-            book,
-            self._is_trusted,
-            lambda: [a.rsplit("/p2p/", 1)[0] for a in self.addrs],
-        )
+        bound = [a.rsplit("/p2p/", 1)[0] for a in self.addrs]
+        self.relay = RelayService(self._host, book, self._is_trusted, lambda: bound, tell, name)
         self._swarm.keeps_open = self.relay.holds
         self.relay.start()
         return self.relay

@@ -46,7 +46,8 @@ class LanPeers:
     """The peers mDNS found on the LAN: `found()` maps peer ID (base58) to addresses.
 
     `start(peer_id, addrs)` announces this node (`addrs`: full multiaddrs ending
-    in `/p2p/<peer ID>`) and starts browsing; `stop()` withdraws it.
+    in `/p2p/<peer ID>`; none: it only browses) and starts browsing; `stop()`
+    withdraws it.
     """
 
     def __init__(self) -> None:
@@ -70,8 +71,9 @@ class LanPeers:
         port = int(multiaddr.Multiaddr(addrs[0]).value_for_protocol("tcp")) if addrs else 0
         book: Any = _Book(peer_id, self)  # the two parts of a swarm MDNSDiscovery uses
         self._discovery = MDNSDiscovery(book, port=port, listen_addrs=list(addrs))
-        self._discovery.broadcaster.register()  # MDNSDiscovery.start() without its task
-        log.info("mDNS: announcing %s", ", ".join(addrs))
+        if addrs:  # a node that listens nowhere only browses
+            self._discovery.broadcaster.register()  # MDNSDiscovery.start() without its task
+            log.info("mDNS: announcing %s", ", ".join(addrs))
 
     async def forget_stale(self) -> None:
         """Forget, every `STALE_CHECK_S`, peers not heard of for `STALE_S` seconds, and

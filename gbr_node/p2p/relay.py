@@ -73,6 +73,9 @@ class RelayService:
     request; `book` holds the reservations and circuits; `addrs()` are this
     relay's dialable multiaddrs (without `/p2p/`), told to peers that reserve.
     `holds(peer_id)` says whether the relay must keep a peer's connection open.
+    `tell(line)` hears of each new reservation and each circuit opened and closed
+    (refusals go to the log only: strangers could fill a screen with them), with
+    peers named by `name(peer_id)`.
     """
 
     def __init__(
@@ -81,11 +84,15 @@ class RelayService:
         book: RelayBook,
         is_trusted: Callable[[str], bool],
         addrs: Callable[[], Sequence[str]],
+        tell: Callable[[str], None] = lambda _line: None,
+        name: Callable[[str], str] = lambda peer_id: peer_id,
     ) -> None:
         self._host = host
         self._book = book
         self._is_trusted = is_trusted
         self._addrs = addrs
+        self._tell = tell
+        self._name = name
         self._scopes: dict[int, trio.CancelScope] = {}
         self._serial = itertools.count()
 
@@ -110,7 +117,9 @@ class RelayService:
         messages = pb()
         remote = stream.muxed_conn.peer_id
         try:
-            if stream.muxed_conn.get_connection_type() == ConnectionType.RELAYED:
+            served = self._book.serves_any or self._is_trusted(remote.to_base58())
+            relayed = stream.muxed_conn.get_connection_type() == ConnectionType.RELAYED
+            if relayed or not served:  # decided before anything it sent is read
                 await self._answer(stream, "PERMISSION_DENIED")
                 return
             try:
@@ -130,6 +139,7 @@ class RelayService:
 
     async def _reserve(self, stream: INetStream, remote: ID) -> None:
         peer = remote.to_base58()
+        renewal = self._book.expires_at(peer) is not None
         decision = self._book.reserve(peer, self._is_trusted(peer), trio.current_time())
         if decision.refused:
             log.info("refused a reservation of %s: %s", peer, decision.refused)
@@ -148,6 +158,8 @@ class RelayService:
         )
         await write_message(stream, answer)
         log.info("reservation of %s for %.0f s", peer, ttl_s)
+        if not renewal:
+            self._tell(f"relay: reservation for {self._name(peer)} ({ttl_s:.0f} s, renewed by it)")
 
     async def _connect(self, stream: INetStream, remote: ID, target_bytes: bytes) -> None:
         source = remote.to_base58()
@@ -165,6 +177,8 @@ class RelayService:
             await self._answer(stream, decision.refused)
             return
         self._give_way(decision)
+        between = f"{self._name(source)} -> {self._name(target.to_base58())}"
+        left = [self.limits.circuit_bytes]  # both directions together
         scope = trio.CancelScope(deadline=trio.current_time() + self.limits.circuit_s)
         self._scopes[key] = scope
         try:
@@ -179,14 +193,16 @@ class RelayService:
                         type=messages.HopMessage.STATUS, status=OK, limit=self._limit_message()
                     )
                     await write_message(stream, answer)
-                    log.info("circuit %s -> %s open", source, target)
-                    await _copy_both_ways(stream, other, self.limits.circuit_bytes)
+                    self._tell(f"relay: circuit {between} open")
+                    await _copy_both_ways(stream, other, left)
                 finally:
                     await _reset_quietly(other)
         finally:
             self._scopes.pop(key, None)
             self._book.close_circuit(key)
-            log.info("circuit %s -> %s closed", source, target)
+            used = self.limits.circuit_bytes - left[0]
+            log.info("circuit %s -> %s closed after %d bytes", source, target, used)
+        self._tell(f"relay: circuit {between} closed ({used / 1024:.1f} KiB relayed)")
 
     async def _open_stop(self, source: str, target: ID) -> INetStream | None:
         """A STOP stream to `target` that accepted a circuit from `source`, or None."""
@@ -242,10 +258,9 @@ class RelayService:
         )
 
 
-async def _copy_both_ways(one: INetStream, other: INetStream, budget: int) -> None:
-    """Copy bytes between `one` and `other` until either ends or fails, or `budget`
-    bytes (both directions together) have been copied."""
-    left = [budget]
+async def _copy_both_ways(one: INetStream, other: INetStream, left: list[int]) -> None:
+    """Copy bytes between `one` and `other` until either ends or fails, or `left[0]`
+    bytes (both directions together, counted down in place) have been copied."""
 
     async def copy(src: INetStream, dst: INetStream, done: trio.CancelScope) -> None:
         try:

@@ -3,6 +3,8 @@ announced addresses, mDNS, and relayed `[peers.X] addrs`."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gbr_node.config.loader import load_profile
@@ -76,3 +78,34 @@ def test_bad_values_are_refused_at_load_saying_what_is_wanted(
         load_profile(project, "default")
     assert caught.value.key is not None and caught.value.key.startswith(key)
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("table", "line", "says"),
+    [
+        ("node", 'relays = ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWbad"]', "node.relays"),
+        ("node", f'relays = ["/ip4/999.1.1.1/tcp/4001/p2p/{RELAY}"]', "999.1.1.1 is not an ip4"),
+        ("node", f'relays = ["/ip4/203.0.113.7/tcp/99999/p2p/{RELAY}"]', "port 99999 is not"),
+        ("node", f'relays = ["/ip4/203.0.113.7/tcp/0/p2p/{RELAY}"]', "port 0 is not"),
+        ("node", f'relays = ["/ip4/0.0.0.0/tcp/4001/p2p/{RELAY}"]', "is a wildcard"),
+        ("node", 'announce = ["/ip4/999.1.1.1/tcp/4001"]', "999.1.1.1 is not an ip4"),
+        ("node", 'announce = ["/ip6/::zz/tcp/4001"]', "::zz is not an ip6"),
+        ("node", 'listen = ["/ip4/127.0.0.1/tcp/70000"]', "port 70000 is not"),
+        (
+            "peers.bob",
+            f'addrs = ["/ip4/203.0.113.7/tcp/4001/p2p/{RELAY}/p2p-circuit/p2p/{RELAY}"]',
+            f"ends in peer {RELAY}, not this peer's peer_id",
+        ),
+        ("peers.bob", f'addrs = ["/ip4/127.0.0.1/tcp/4001/p2p/{RELAY}"]', "not this peer's"),
+        ("peers.bob", 'addrs = ["/ip4/256.0.0.1/tcp/4001"]', "256.0.0.1 is not an ip4"),
+    ],
+)
+def test_an_address_that_cannot_be_dialed_is_refused_when_the_profile_loads(
+    project, write_profile, table, line, says
+) -> None:
+    """Each caught when the profile loads, naming it (GBR-FAIL-01), not when the node
+    dials it (it stopped `serve` with an internal error, or `call` with a traceback)."""
+    peer_id = f'peer_id = "{PEER}"\n' if table.startswith("peers") else ""
+    write_profile("default", f"[{table}]\n{peer_id}{line}\n")
+    with pytest.raises(ProfileError, match=re.escape(says)):
+        load_profile(project)

@@ -71,3 +71,31 @@ def test_a_reloaded_relay_setting_says_it_waits_for_the_next_start(tmp_path) -> 
         served.wait_line(r"\[node\] relay, mdns changed: in force at the next start", 30)
     finally:
         served.kill()
+
+
+def test_id_says_when_the_profile_does_not_load(tmp_path) -> None:
+    project = _project(tmp_path, '[node]\nrelay_for = "trustd"\n')
+    out = gbr(project, "id")
+    assert out.returncode == 1
+    peer_id = out.stdout.strip()
+    assert peer_id.startswith("12D3KooW") and "\n" not in peer_id  # the ID, and no address
+    assert "[node.relay_for]" in out.stderr and "trustd" in out.stderr
+
+
+def test_a_relay_that_is_no_relay_is_named_as_such(tmp_path) -> None:
+    r, b = Identity(tmp_path / "r.key"), Identity(tmp_path / "b.key")
+    write_serving_profile(tmp_path / "r", {"b": (b.peer_id, [])})
+    not_a_relay = ServeProcess(tmp_path / "r", tmp_path / "home-r", r)  # no --relay
+    try:
+        write_serving_profile(tmp_path / "b", {}, node=f'relays = ["{not_a_relay.addr}"]')
+        served = ServeProcess(tmp_path / "b", tmp_path / "home-b", b)
+        try:
+            served.wait_line(
+                r"no reservation on relay .*: not a relay\? the peer does not support protocol "
+                r"/libp2p/circuit/relay/0\.2\.0/hop \(a relay runs serve --relay\)",
+                30,
+            )
+        finally:
+            served.kill()
+    finally:
+        not_a_relay.kill()

@@ -63,6 +63,18 @@ def test_nodes_on_one_lan_find_each_other_and_discovery_grants_no_trust(tmp_path
             assert "found on the LAN, not trusted" in seen.split(ids["z"].peer_id)[0]
             term.sendline("/dial y")  # no address in the profile: the one mDNS found
             term.expect_new(r"connected to y \(.*\); tools granted to us: read_file")
+            # `gbr-node call` by alias browses for the address too
+            called = gbr_call(
+                tmp_path / "x",
+                tmp_path / "home-x2",
+                ids["x"],
+                "y",
+                "read_file",
+                json.dumps({"path": "hello.txt"}),
+                wrap=lab.argv("x", []),
+            )
+            assert called.returncode == 0, called.stderr
+            assert "found on the LAN" in called.stdout
             # Z found X on the LAN too, and is still refused: it is not trusted there
             stranger = gbr_call(
                 tmp_path / "z",

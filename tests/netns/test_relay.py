@@ -26,17 +26,17 @@ def test_a_calls_a_tool_of_b_behind_another_nat_through_the_relay(tmp_path) -> N
     with relayed_world(tmp_path) as world:
         wait_reachable(world.b, world.r.addr)
         # what R sees of B is B's router, shown for the person, never announced
-        world.b.wait_line(
-            rf"the relay sees this node at /ip4/{WAN_B}/tcp/\d+: shown, not announced"
-        )
+        world.b.wait_line(rf"the relay sees this node come from /ip4/{WAN_B}/tcp/\d+$")
         by_alias = world.call("a", "b", *READ)
         assert by_alias.returncode == 0, by_alias.stderr
         assert B_FILE.strip() in by_alias.stdout
         by_address = world.call("a", world.circuit, *READ)
         assert by_address.returncode == 0, by_address.stderr
         assert B_FILE.strip() in by_address.stdout
-        # B served both calls as from its trusted peer `a`, R in between
+        # B served both calls as from its trusted peer `a`, R in between, and R says so
         world.b.wait_count(r"^a read_file ok \d+ ms$", 2)
+        world.r.wait_line(r"^relay: reservation for b \(3600 s")
+        world.r.wait_count(r"^relay: circuit a -> b open$", 2)
 
 
 def test_an_untrusted_peer_is_refused_by_b_even_through_a_trusted_relay(tmp_path) -> None:

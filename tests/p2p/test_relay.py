@@ -73,8 +73,11 @@ async def relayed(
         nursery.cancel_scope.cancel()
 
 
-async def hop(host: P2PHost, relay: P2PHost, kind: str, peer: str | None = None):
-    """Send one raw HOP request (`kind`: RESERVE or CONNECT) from `host`; the answer."""
+async def hop(
+    host: P2PHost, relay: P2PHost, kind: str, peer: str | None = None, raw: bytes | None = None
+):
+    """Send one HOP request (`kind`: RESERVE or CONNECT; `raw` bytes instead, when
+    given) from `host`; the answer."""
     messages = pb()
     await host.connect(relay.addrs[0])
     stream = await host._host.new_stream(
@@ -83,7 +86,10 @@ async def hop(host: P2PHost, relay: P2PHost, kind: str, peer: str | None = None)
     request = messages.HopMessage(type=getattr(messages.HopMessage, kind))
     if peer is not None:
         request.peer.id = ID.from_base58(peer).to_bytes()
-    await write_message(stream, request)
+    if raw is None:
+        await write_message(stream, request)
+    else:
+        await stream.write(raw)
     try:
         return await read_message(stream, messages.HopMessage)
     finally:
@@ -133,15 +139,19 @@ async def test_a_relay_that_answers_in_the_peers_place_fails_the_noise_handshake
         assert world.b.peer_id not in world.a.connected_peers()
 
 
-@pytest.mark.parametrize("kind", ["RESERVE", "CONNECT"])
+@pytest.mark.parametrize("kind", ["RESERVE", "CONNECT", "GARBAGE"])
 async def test_a_relay_for_trusted_peers_refuses_a_stranger_before_any_work(kind) -> None:
+    """Refused before anything the stranger sent is read (GBR-DOS-01): garbage too."""
     # close_untrusted=False: strangers stay for their grace, as `serve` lets them
     async with open_host(
         create_new_key_pair(), LOOPBACK, is_trusted=lambda _: False, close_untrusted=False
     ) as r:
         r.serve_relay(HopLimits(), serves_any=False)
         async with open_host(create_new_key_pair(), [], is_trusted=lambda _: True) as s:
-            answer = await hop(s, r, kind, peer=None if kind == "RESERVE" else r.peer_id)
+            if kind == "GARBAGE":
+                answer = await hop(s, r, "RESERVE", raw=b"\xff" * 64)
+            else:
+                answer = await hop(s, r, kind, peer=None if kind == "RESERVE" else r.peer_id)
             assert answer.status == PERMISSION_DENIED
             assert r.relay is not None and r.relay.statistics() == (0, 0)
 
