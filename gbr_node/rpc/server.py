@@ -140,7 +140,8 @@ class Limits:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """What one stream did, for the serve log: one record per answered stream.
+    """What one stream did, for the serve log: one record per answered stream, and per
+    request whose caller left before its answer.
 
     `method` is None when no request was read (BUSY, bad frame); `tool` is set
     for `tools/call`; `error_code` is the JSON-RPC error sent, None for a
@@ -148,7 +149,8 @@ class CallRecord:
     `elapsed_s` runs from the stream's start to the response being written;
     `note` says what the caller got when the code alone would mislead:
     "unknown tool" (also for a tool not granted), "invalid arguments",
-    "pending approval #N" (a protected write held, EVD-AI-01).
+    "pending approval #N" (a protected write held, EVD-AI-01), "caller left"
+    (the call was cancelled unanswered: the caller's stream broke).
     """
 
     peer_id: str
@@ -286,7 +288,7 @@ class StreamServer(Generic[GrantT]):
                 try:
                     clean = await self._admit_and_serve(served, peer_id, outcome)
                 finally:
-                    if outcome.answered:
+                    if outcome.answered or outcome.note is not None:
                         self._report(peer_id, outcome, trio.current_time() - started)
                 if not (many and clean):
                     return
@@ -376,7 +378,8 @@ class StreamServer(Generic[GrantT]):
         except RpcError as exc:
             return error_response(message.id, exc.code, exc.message, exc.data)
         except StreamBroken:
-            raise  # the caller left: no one to answer
+            outcome.note = "caller left"  # no one to answer; still a line in the serve log
+            raise
         except Exception:
             log.exception("%s from %s failed", message.method, peer_id)
             return error_response(

@@ -248,6 +248,18 @@ def _sleep_running_there(cluster: Cluster):
                 os.kill(pid, signal.SIGKILL)
 
 
+def test_a_caller_killed_mid_call_is_a_line_of_the_serve_log(own_cluster):
+    """Its command is killed with the call (guide: peers.md), and serve's one line per
+    call names it too: it used to print nothing for it."""
+    with _sleep_running_there(own_cluster) as (caller, sleepers):
+        caller.kill()
+        own_cluster.server.wait_line(r"^alice run_command caller left \d+ ms$", 30)
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() for pid in sleepers):
+            assert time.monotonic() < deadline, "the command outlived its call"
+            time.sleep(0.05)
+
+
 def test_killing_the_serving_process_mid_call_fails_the_call_at_once(own_cluster):
     """SIGKILL while `sleep 30` runs there: the caller gets exit 3, long before its 120 s limit."""
     with _sleep_running_there(own_cluster) as (caller, _):
