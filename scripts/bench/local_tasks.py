@@ -552,7 +552,7 @@ HELD_OUT_3 = [
 ]
 
 
-# Held out 4: written (2026-12-02, issue 15's fourth round) before any of that round's rules
+# Held out 4: written (2026-12-04, issue 15's fourth round) before any of that round's rules
 # was written or tried; first run on the third round's code (the untuned figure).
 HELD_OUT_4 = [
     Task(
@@ -652,7 +652,7 @@ HELD_OUT_4 = [
 ]
 
 
-# Held out 5: written (2026-12-02) after issue 15's fourth round of rules (llm.turn) and
+# Held out 5: written (2026-12-04) after issue 15's fourth round of rules (llm.turn) and
 # before any run of it; phrased as a person would, not to fit those rules. Its first run
 # is the untuned figure of that round.
 HELD_OUT_5 = [
@@ -753,7 +753,7 @@ HELD_OUT_5 = [
 ]
 
 
-# Held out 6: written (2026-12-02) after held out 5's first run and before the fifth round
+# Held out 6: written (2026-12-04) after held out 5's first run and before the fifth round
 # of rules that its failures lead to; never run before them.
 HELD_OUT_6 = [
     Task(
@@ -853,7 +853,7 @@ HELD_OUT_6 = [
 ]
 
 
-# Held out 7: written (2026-12-02) after the fifth round of rules, before any run of it and
+# Held out 7: written (2026-12-04) after the fifth round of rules, before any run of it and
 # with no change after it: its first run is the untuned figure of the final rules.
 HELD_OUT_7 = [
     Task(
