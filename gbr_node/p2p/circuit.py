@@ -58,6 +58,7 @@ __all__ = [
     "Reservations",
     "StopHandler",
     "is_circuit",
+    "reset_quietly",
     "split_circuit",
 ]
 
@@ -198,7 +199,7 @@ class CircuitDialer(ITransport):
             if answer.status != OK:
                 raise RelayRefused(relay_id.to_base58(), answer.status)
         except BaseException as exc:
-            await _reset_quietly(stream)
+            await reset_quietly(stream)
             if isinstance(exc, Exception):
                 raise OpenConnectionError(f"relay of {maddr}: {exc}") from exc
             raise
@@ -225,7 +226,7 @@ class StopHandler:
         relay = stream.muxed_conn.peer_id.to_base58()
         if relay not in self._relays():
             log.info("refused a relayed connection from %s: not one of our relays", relay)
-            await _reset_quietly(stream)
+            await reset_quietly(stream)
             return
         messages = pb()
         try:
@@ -237,7 +238,7 @@ class StopHandler:
             await write_message(stream, answer)
         except Exception as exc:
             log.info("relayed connection from %s failed before its handshake: %s", relay, exc)
-            await _reset_quietly(stream)
+            await reset_quietly(stream)
             return
         circuit = multiaddr.Multiaddr(f"/p2p/{relay}/p2p-circuit/p2p/{source}")
         await self._admit(stream, circuit, relay)
@@ -325,7 +326,7 @@ class Reservations:
         except Exception as exc:
             raise PeerUnreachable(f"reservation cut short ({exc!r})") from exc
         finally:
-            await _reset_quietly(stream)
+            await reset_quietly(stream)
         if answer.status != OK:
             raise RelayRefused(relay_id.to_base58(), answer.status)
         expires_at = float(answer.reservation.expire) if answer.HasField("reservation") else 0.0
@@ -351,7 +352,7 @@ class Reservations:
                 try:
                     data = await read_varint_prefixed_bytes_limited(stream, MAX_IDENTIFY_BYTES)
                 finally:
-                    await _reset_quietly(stream)
+                    await reset_quietly(stream)
             answer = Identify()
             answer.ParseFromString(data)
             return str(multiaddr.Multiaddr(answer.observed_addr)) if answer.observed_addr else None
@@ -360,7 +361,8 @@ class Reservations:
             return None
 
 
-async def _reset_quietly(stream: INetStream) -> None:
+async def reset_quietly(stream: INetStream) -> None:
+    """Reset `stream`; one already gone is left as it is."""
     try:
         await stream.reset()
     except Exception:  # already gone

@@ -42,6 +42,7 @@ from gbr_node.p2p.circuit import (
     STOP_PROTOCOL_ID,
     pb,
     read_message,
+    reset_quietly,
     write_message,
 )
 from gbr_node.p2p.relaybook import Decision, HopLimits, RelayBook
@@ -196,7 +197,7 @@ class RelayService:
                     self._tell(f"relay: circuit {between} open")
                     await _copy_both_ways(stream, other, left)
                 finally:
-                    await _reset_quietly(other)
+                    await reset_quietly(other)
         finally:
             self._scopes.pop(key, None)
             self._book.close_circuit(key)
@@ -225,7 +226,7 @@ class RelayService:
                 raise ValueError(f"status {answer.status}")
         except Exception as exc:
             log.info("circuit %s -> %s: target refused: %s", source, target, exc)
-            await _reset_quietly(other)
+            await reset_quietly(other)
             return None
         return other
 
@@ -286,11 +287,4 @@ async def _close_quietly(stream: INetStream) -> None:
         with trio.fail_after(EXCHANGE_TIMEOUT_S):
             await stream.close()
     except Exception:
-        await _reset_quietly(stream)
-
-
-async def _reset_quietly(stream: INetStream) -> None:
-    try:
-        await stream.reset()
-    except Exception:  # already gone
-        return
+        await reset_quietly(stream)
