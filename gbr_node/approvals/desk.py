@@ -43,6 +43,7 @@ from gbr_node.approvals.state import (
 from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, GbrError, ToolError
 from gbr_node.sandbox import Sandbox
+from gbr_node.sandbox.caller import LOCAL
 from gbr_node.tools.base import Params, Tool
 from gbr_node.tools.files import SaveChecks
 from gbr_node.tools.registry import CALLER, ToolResult
@@ -52,7 +53,7 @@ CHECK_REPORT_WAIT_S = 120.0
 """How long (seconds) an applied write's requester waits for its check's outcome
 before being told without it (the process that applied it died mid-check)."""
 WRITING_TOOLS = ("write_file", "edit_file", "move_path", "delete_path")
-LOCAL = "local"
+
 log = logging.getLogger("gbr_node.approvals")
 
 

@@ -38,8 +38,8 @@ from gbr_node.config.render import to_toml
 from gbr_node.config.validate import validate_text
 from gbr_node.errors import ProfileError
 from gbr_node.sandbox import Sandbox
+from gbr_node.sandbox.private import NODE_STATE, PROFILE_DIR
 
-PROFILE_DIR = ".gbr_envs"
 _SUFFIXES = (".toml", ".json")
 MAX_SOURCE_BYTES = 1024 * 1024
 """Largest profile or prompt file read, in bytes."""
@@ -79,17 +79,29 @@ def build_sandbox(loaded: LoadedProfile) -> Sandbox:
     """The sandbox a loaded profile puts in force: its root (admitting the
     spellings in `root_aliases`), its protected files and the files it was read
     from (wherever a symlinked profile or a prompt file lies in the root), and
-    its hard-link rule (`[tools] allow_hardlinks`). Raises as `Sandbox`."""
+    its hard-link rule (`[tools] allow_hardlinks`). Private to every tool
+    (GBR-PRIV-01): the project's `.gbr/` and `[tools.run_command] secret_paths`
+    (they bind the file tools too); to peers and MCP clients: the project's
+    `.gbr_envs/` and the files the profile was read from. Raises as `Sandbox`."""
     sources = []
     for source in loaded.source_files:
         real = pathlib.Path(os.path.realpath(source))
         if real.is_relative_to(loaded.root) and real != loaded.root:
             sources.append(_literal_pattern(real.relative_to(loaded.root).as_posix()))
+    project = os.path.realpath(loaded.project_dir)
     return Sandbox(
         loaded.root,
         [*loaded.profile.protected_files, *sources],
         aliases=[str(alias) for alias in loaded.root_aliases],
         allow_hardlinks=loaded.profile.tools.allow_hardlinks,
+        private=[
+            os.path.join(project, NODE_STATE),
+            *(os.path.expanduser(p) for p in loaded.profile.tools.run_command.secret_paths),
+        ],
+        remote_private=[
+            os.path.join(project, PROFILE_DIR),
+            *(os.path.realpath(source) for source in loaded.source_files),
+        ],
     )
 
 

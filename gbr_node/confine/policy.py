@@ -19,48 +19,15 @@ from typing import Literal
 
 from gbr_node.config.profile import RunCommandConfig
 from gbr_node.sandbox import Sandbox
+from gbr_node.sandbox.caller import caller_is_remote
+from gbr_node.sandbox.private import HOME_SECRETS, NODE_STATE, SYSTEM_SECRETS
+
+__all__ = ["HOME_SECRETS", "SYSTEM_SECRETS", "CommandPolicy", "for_commands"]
 
 Mode = Literal["auto", "required", "off"]
 
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 """Read and execute for every confined command (symlinks such as /bin -> usr/bin kept)."""
-
-SYSTEM_SECRETS = (
-    "/etc/shadow*",
-    "/etc/gshadow*",
-    "/etc/sudoers*",
-    "/etc/ssh/ssh_host_*key",
-    "/etc/ssl/private",
-    "/etc/security/opasswd",
-    "/etc/krb5.keytab",
-    "/etc/credstore*",
-    "/etc/NetworkManager/system-connections",
-    "/etc/wireguard",
-    "/etc/ipsec.secrets",
-    "/etc/ppp/*-secrets",
-)
-"""Never readable by a command, although /etc is (globs, expanded at each spawn)."""
-
-HOME_SECRETS = (
-    ".ssh",
-    ".aws",
-    ".azure",
-    ".config",
-    ".gnupg",
-    ".docker",
-    ".kube",
-    ".netrc",
-    ".git-credentials",
-    ".pypirc",
-    ".npmrc",
-    ".password-store",
-    ".local/share/keyrings",
-)
-"""Home-relative; `.config` holds gbr-node's identity key (`~/.config/gbr-node/`). They
-matter where a granted tree holds the home folder (a root or a prefix inside it)."""
-
-NODE_STATE = ".gbr"
-"""The node's own state inside the root (approval log, journals, node.log): unreadable."""
 
 
 @dataclass(frozen=True)
@@ -92,10 +59,15 @@ class CommandPolicy:
         return self.sandbox.root
 
     def secrets(self) -> list[str]:
-        """Absolute resolved paths of every secret that exists now."""
+        """Absolute resolved paths of every secret that exists now: the built-in
+        ones, `secret_paths`, and whatever the sandbox keeps private from the
+        caller of the command (GBR-PRIV-01: for a peer, the profiles too)."""
         home = os.path.realpath(self.home)
         patterns = [*SYSTEM_SECRETS, *(os.path.join(home, name) for name in HOME_SECRETS)]
         patterns += [os.path.expanduser(p) for p in self.secret_paths]
+        patterns += self.sandbox.private.everyone
+        if caller_is_remote():
+            patterns += self.sandbox.private.remote
         found = {os.path.realpath(hit) for hit in _expand(patterns)}
         found.add(os.path.join(self.sandbox.root, NODE_STATE))
         return sorted(path for path in found if os.path.lexists(path))

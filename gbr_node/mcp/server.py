@@ -44,6 +44,7 @@ from gbr_node.errors import GbrError, InvalidArguments, SecurityViolation, Unkno
 from gbr_node.mcp import names
 from gbr_node.mcp.results import DEFAULT_MAX_RESULT_TOKENS, capped, peer_failure, peer_result
 from gbr_node.mcp.stdio import claimed_stdio
+from gbr_node.sandbox.caller import CALLER, MCP
 from gbr_node.tools.base import ToolResult
 
 log = logging.getLogger("gbr_node.mcp")
@@ -177,6 +178,7 @@ class McpStdioServer:
         return types.CallToolResult.model_validate(result)
 
     async def _call_local(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        token = CALLER.set((MCP, None))  # an MCP client is remote (GBR-PRIV-01)
         try:
             return (await self._local().run(tool, arguments)).to_mcp()
         except UnknownTool as exc:
@@ -187,6 +189,8 @@ class McpStdioServer:
             return _error(f"refused by the sandbox: {exc}")
         except GbrError as exc:
             return _error(f"{tool} failed: {exc}")
+        finally:
+            CALLER.reset(token)
 
     async def _call_peer(self, alias: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         assert self._peers is not None

@@ -10,12 +10,19 @@ the check is refused rather than followed, and a hard link to an outside file
 is replaced, never written through. `open_read` refuses a regular file with
 more than one hard link unless `allow_hardlinks` (its other name may lie
 outside the root, where no path check can see it).
+
+Private paths (GBR-PRIV-01, `private.py`): the node's state, the identity
+key, the person's secrets, and for peers and MCP clients the profiles, are
+refused by `resolve` whatever the tool, hidden from walks (`hidden`), and
+refused again by `open_read` and `write_atomic`. Who asks comes from
+`caller.CALLER`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import logging
 import os
 import pathlib
@@ -25,8 +32,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gbr_node.errors import SecurityViolation, ToolError
+from gbr_node.sandbox.caller import caller_is_remote
 from gbr_node.sandbox.flavours import Flavour, detect_flavour
 from gbr_node.sandbox.paths import OUTSIDE_ROOT, PathPolicy
+from gbr_node.sandbox.private import (
+    CONFIG_DIR,
+    HOME_SECRETS,
+    NODE_STATE,
+    PROFILE_DIR,
+    SYSTEM_SECRETS,
+    PrivateMatcher,
+)
 from gbr_node.sandbox.protected import ProtectedMatcher
 
 logger = logging.getLogger("gbr_node.sandbox")
@@ -42,6 +58,22 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NODE_FILES: set[str] = set()
+
+
+def register_node_file(path: str | os.PathLike[str]) -> None:
+    """Make `path` (a file of the node's own, such as an identity key given with
+    `--identity`) private in every sandbox built from now on in this process
+    (GBR-PRIV-01). The default key's folder is private without this."""
+    _NODE_FILES.add(os.path.abspath(os.fspath(path)))
+
+
+def config_folder() -> str:
+    """gbr-node's config folder: `($XDG_CONFIG_HOME or ~/.config)/gbr-node`."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, CONFIG_DIR)
+
+
 # Race-free writes need directory handles (POSIX); elsewhere paths are re-checked.
 HAVE_DIR_FD = {os.open, os.mkdir, os.stat, os.rename, os.unlink} <= os.supports_dir_fd and bool(
     _DIRECTORY
@@ -74,8 +106,13 @@ class Sandbox:
     `aliases` is kept as the tuple of the spellings admitted (absolute strings).
     `flavour` defaults to the detected OS flavour with the case rule of a real
     probe of the root's filesystem; an injected flavour is kept as given (the
-    probe is only logged). Raises SecurityViolation if `root` is not an
-    existing directory, ValueError for a bad protected pattern.
+    probe is only logged). `private`: absolute globs (`~` expanded already) no
+    tool may reach, on top of the built-in ones (`private.py`: the root's
+    `.gbr/`, the config folder, home and system secrets); `remote_private`:
+    absolute paths peers and MCP clients may not reach, on top of the root's
+    `.gbr_envs/` (the profile's source files). `home`: whose secrets are meant
+    (default `~`). Raises SecurityViolation if `root` is not an existing
+    directory, ValueError for a bad protected or private pattern.
     """
 
     def __init__(
@@ -86,6 +123,9 @@ class Sandbox:
         aliases: Iterable[str] = (),
         allow_hardlinks: bool = False,
         flavour: Flavour | None = None,
+        private: Iterable[str] = (),
+        remote_private: Iterable[str] = (),
+        home: str | None = None,
     ) -> None:
         real = os.path.realpath(os.fspath(root))
         if not os.path.isdir(real):
@@ -107,6 +147,19 @@ class Sandbox:
         self.aliases = tuple(policy.root for policy in self._aliases)
         self.allow_hardlinks = allow_hardlinks
         self._matcher = ProtectedMatcher(protected, self.flavour)
+        home = os.path.expanduser("~") if home is None else home
+        everyone = [
+            os.path.join(real, NODE_STATE),
+            config_folder(),
+            *SYSTEM_SECRETS,
+            *(os.path.join(home, name) for name in HOME_SECRETS),
+            *sorted(_NODE_FILES),
+            *private,
+        ]
+        remote = [os.path.join(real, PROFILE_DIR), *remote_private]
+        self.private = PrivateMatcher(
+            _with_real_spellings(everyone), _with_real_spellings(remote), self.flavour
+        )
 
     def resolve(self, path: str) -> Resolved:
         """Check `path` (relative to the root, or absolute inside it) and resolve it.
@@ -132,6 +185,12 @@ class Sandbox:
                 relative = relative.replace(os.sep, "/")
         else:
             raise SecurityViolation(OUTSIDE_THROUGH_LINK, path)
+        remote = caller_is_remote()
+        why = self.private.reason(real, remote=remote) or self.private.reason(
+            self._prefix + "/".join(names) if names else self._root, remote=remote
+        )
+        if why is not None:
+            raise SecurityViolation(why, path)
         matches = self._matcher.matches
         protected = matches(lexical) or (relative != lexical and matches(relative))
         return Resolved(pathlib.Path(real), relative, protected)
@@ -145,6 +204,35 @@ class Sandbox:
                 if exc.reason != OUTSIDE_ROOT:
                     raise
         raise outside
+
+    def hidden(self, absolute: str | os.PathLike[str]) -> bool:
+        """True when `absolute` (a path found by walking the root) is private to the
+        caller of the tool being run (GBR-PRIV-01): walks leave it out."""
+        return self.private.reason(os.fspath(absolute), remote=caller_is_remote()) is not None
+
+    def private_under(self, folder: pathlib.Path) -> list[str]:
+        """Sorted absolute paths of the private entries that exist at or below `folder`
+        (a `Resolved.path`), for this caller: a folder holding one is neither moved nor
+        deleted (GBR-PRIV-01)."""
+        inside = os.fspath(folder).rstrip(os.sep) + os.sep
+        remote = caller_is_remote()
+        patterns = [*self.private.everyone, *(self.private.remote if remote else ())]
+        found: set[str] = set()
+        for pattern in patterns:
+            if not glob.has_magic(pattern):
+                if pattern.startswith(inside) and os.path.lexists(pattern):
+                    found.add(pattern)
+            elif _magic_prefix(pattern).startswith(inside) or inside.startswith(
+                _magic_prefix(pattern) + os.sep
+            ):
+                found.update(hit for hit in glob.glob(pattern) if hit.startswith(inside))
+        return sorted(found)
+
+    def _refuse_private(self, path: pathlib.Path, relative: str) -> None:
+        """SecurityViolation when `path` is private to this caller (GBR-PRIV-01)."""
+        why = self.private.reason(os.fspath(path), remote=caller_is_remote())
+        if why is not None:
+            raise SecurityViolation(why, relative)
 
     def refuse_hard_link(self, info: os.stat_result, subject: str) -> None:
         """SecurityViolation(HARD_LINKED, subject) when `info` (an `os.stat` result)
@@ -218,6 +306,7 @@ class Sandbox:
         relative = self._relative_of(os.fspath(path))
         if relative == ".":
             raise ToolError("cannot write over the allowed root itself")
+        self._refuse_private(path, relative)
         names = relative.split("/")
         try:
             if HAVE_DIR_FD:
@@ -244,6 +333,7 @@ class Sandbox:
             OSError: as `os.open` (FileNotFoundError for a missing file).
         """
         relative = self._relative_of(os.fspath(path))
+        self._refuse_private(path, relative)
         fd = self._open_nofollow(path, relative)
         try:
             self.refuse_hard_link(os.fstat(fd), relative)
@@ -354,6 +444,25 @@ class Sandbox:
         except BaseException:
             os.unlink(temp)
             raise
+
+
+def _magic_prefix(pattern: str) -> str:
+    """The names of absolute glob `pattern` before its first wildcard, as a path."""
+    names = pattern.split(os.sep)
+    for index, name in enumerate(names):
+        if glob.has_magic(name):
+            return os.sep.join(names[:index])
+    return pattern
+
+
+def _with_real_spellings(patterns: Iterable[str]) -> list[str]:
+    """`patterns` and, for each, the spelling with the part before its first wildcard
+    resolved (symlinks followed), since `resolve` compares resolved paths."""
+    out: list[str] = []
+    for pattern in patterns:
+        fixed = _magic_prefix(pattern)
+        out += [pattern, os.path.realpath(fixed) + pattern[len(fixed) :]]
+    return list(dict.fromkeys(out))
 
 
 def _open_folder(parent: int, name: str, relative: str, *, create: bool = True) -> int:

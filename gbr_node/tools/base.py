@@ -7,20 +7,18 @@ Kept apart from `registry.py` so the tool modules (`files`, `tree`, `search`,
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-CALLER: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar(
-    "gbr_caller", default=("local", None)
-)
-"""Who the tool call being run is for: ("local", None), or (peer ID, alias) when
-the RPC host runs it for a peer. Set by the caller before running the tool; trio
-carries it into the worker thread. Approvals record it as the requester; a
-peer's write gets its check outcome in its result (UNW-AI-01)."""
+from gbr_node.sandbox import caller
+
+# Who the call is for (GBR-PRIV-01): kept in the sandbox, the lowest layer that reads it.
+# Approvals record it as the requester; a peer's write gets its check outcome in its
+# result (UNW-AI-01).
+CALLER = caller.CALLER
 
 
 class Params(BaseModel):

@@ -32,7 +32,8 @@ from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
-from gbr_node.tools.base import CALLER, Params, Tool, ToolResult
+from gbr_node.sandbox.caller import caller_is_remote
+from gbr_node.tools.base import Params, Tool, ToolResult
 from gbr_node.tools.rootlock import root_lock
 
 QUICK_READ_MAX_BYTES = 4 * 1024 * 1024
@@ -239,7 +240,7 @@ class FileTools:
                 self._sandbox.write_atomic(where.path, data)
             return ToolResult.text(f"{said} ({len(data)} bytes)" if before is None else said)
         outcome = self._checks.format(where.relative, before, content)
-        after = self._checks.peer_check(where.relative) if CALLER.get()[0] != "local" else None
+        after = self._checks.peer_check(where.relative) if caller_is_remote() else None
         data = outcome.content.encode("utf-8")
         with self._changes.shared():
             self._sandbox.write_atomic(where.path, data)

@@ -49,18 +49,25 @@ class SearchTextParams(Params):
     )
 
 
-def _files(top: Path, top_rel: str, glob: str | None) -> Iterator[tuple[Path, str]]:
-    """Regular, non-symlink files under `top`, sorted, with root-relative names."""
+def _files(
+    sandbox: Sandbox, top: Path, top_rel: str, glob: str | None
+) -> Iterator[tuple[Path, str]]:
+    """Regular, non-symlink files under `top`, sorted, with root-relative names; private
+    paths (GBR-PRIV-01) are left out as if absent."""
     if not top.is_dir():
         yield top, top_rel
         return
     for dirpath, dirnames, filenames in os.walk(top):
         here = os.path.relpath(dirpath, top)
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_FOLDERS)
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if d not in SKIPPED_FOLDERS and not sandbox.hidden(os.path.join(dirpath, d))
+        )
         for name in sorted(filenames):
             rel = "/".join(p for p in (top_rel, here, name) if p != ".")
             full = Path(dirpath, name)
-            if full.is_symlink():
+            if full.is_symlink() or sandbox.hidden(full):
                 continue
             target = rel if glob is not None and "/" in glob else name
             if glob is None or fnmatch.fnmatchcase(target, glob):
@@ -92,7 +99,7 @@ class TextSearch:
         hits: list[str] = []
         scanned = skipped = 0
         more = timed_out = False
-        for full, rel in _files(where.path, where.relative, params.glob):
+        for full, rel in _files(self._sandbox, where.path, where.relative, params.glob):
             try:
                 text = load_text(self._sandbox, full, rel, self._cap)
             except (ToolError, SecurityViolation):  # binary, over the cap, unreadable, hard-linked

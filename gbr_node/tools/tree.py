@@ -17,12 +17,13 @@ from pathlib import Path, PurePath
 
 from pydantic import Field
 
-from gbr_node.errors import ApprovalRequired, ToolError
+from gbr_node.errors import ApprovalRequired, SecurityViolation, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
 from gbr_node.tools.base import Params, Tool, ToolResult
 from gbr_node.tools.rootlock import root_lock
 
 MAX_LIST_ENTRIES = 500
+PRIVATE_INSIDE = "holds the node's own state or one of the person's secrets"
 SKIPPED_FOLDERS = frozenset({".git"})
 
 
@@ -73,6 +74,12 @@ class TreeTools:
         return where, where.path, where.relative
 
     def _protected_in(self, where: Resolved, target: Path) -> list[str]:
+        """Protected paths the change would touch; SecurityViolation when the folder
+        holds a private one (GBR-PRIV-01: refused outright, never an approval)."""
+        if target.is_dir() and not target.is_symlink():
+            hidden = self._sandbox.private_under(target)
+            if hidden:
+                raise SecurityViolation(PRIVATE_INSIDE, where.relative)
         if where.protected:
             return [where.relative]
         if target.is_dir() and not target.is_symlink():
@@ -177,7 +184,7 @@ class TreeTools:
             lines.append(f"{rel}/ (cannot list: {exc.strerror or exc})")
             return 0
         for entry in entries:
-            if entry.name in SKIPPED_FOLDERS:
+            if entry.name in SKIPPED_FOLDERS or self._sandbox.hidden(entry.path):
                 continue
             name = _join(rel, entry.name)
             if len(lines) >= MAX_LIST_ENTRIES:

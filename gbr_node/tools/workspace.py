@@ -43,7 +43,7 @@ def workspace_view(
             continue
         for entry in entries:
             name = entry.name if rel == "." else f"{rel}/{entry.name}"
-            if entry.is_symlink():
+            if entry.is_symlink() or sandbox.hidden(entry.path):
                 continue
             if entry.is_dir(follow_symlinks=False):
                 if entry.name.startswith("."):

@@ -13,8 +13,10 @@ import pytest
 
 from gbr_node.confine import in_force, plan
 from gbr_node.confine.support import Support, self_test, support
+from gbr_node.errors import SecurityViolation
+from gbr_node.sandbox.private import PRIVATE
 from gbr_node.tools import process
-from tests.confine.conftest import APPROVALS, build_world
+from tests.confine.conftest import build_world
 from tests.tools.helpers import text_of
 
 MARKER_SCRIPT = "open('work/ran.txt', 'w').write('ran')\n"
@@ -162,14 +164,10 @@ def test_the_probe_leaves_no_launcher_building_in_its_folder(tmp_path, monkeypat
 
 
 def test_a_working_folder_the_command_may_not_enter_is_said_so(tmp_path, monkeypatch, mode):
-    """cwd `.gbr` passes the path checks (it is inside the root) but the command may
-    not read it: with namespaces it cannot even enter it, and the result says so;
-    with Landlock alone it enters and cannot read."""
+    """cwd `.gbr` is refused before anything starts: the node's state is private to
+    every tool (GBR-PRIV-01), so the path check names the rule and nothing runs."""
     world = build_world(tmp_path, monkeypatch, mode)
     (world.root / "attack.py").write_text("print(open('approvals.db').read())\n")
-    result = world.run("python3", "../attack.py", cwd=".gbr")
-    assert result.is_error and APPROVALS not in text_of(result)
-    if mode == "namespaces":
-        assert "could not start" in text_of(result) and "working folder" in text_of(result)
-    else:
-        assert "Permission denied: 'approvals.db'" in text_of(result)
+    with pytest.raises(SecurityViolation) as refused:
+        world.run("python3", "../attack.py", cwd=".gbr")
+    assert refused.value.reason == PRIVATE
