@@ -31,7 +31,7 @@ from gbr_node.agent.messages import ApprovalResolved, UserPrompt
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.approvals import ApprovalLog, default_path, outcome_text, pending_diff
 from gbr_node.approvals import cli as approvals_cli
-from gbr_node.approvals.desk import LOCAL, ApprovalDesk
+from gbr_node.approvals.desk import ApprovalDesk
 from gbr_node.approvals.review import colour_diff
 from gbr_node.approvals.state import Approval
 from gbr_node.chat.desk import ChatDesk
@@ -64,6 +64,7 @@ from gbr_node.p2p.service import notify_peer
 from gbr_node.repl.render import DIM, RESET, YELLOW
 from gbr_node.rpc.server import Limits
 from gbr_node.rpc.toolhost import Grant, Snapshot
+from gbr_node.sandbox.caller import LOCAL
 from gbr_node.tools.checkrunner import CheckRunner
 from gbr_node.tools.process import Stop
 from gbr_node.tools.registry import build_registry
