@@ -203,7 +203,10 @@ def _run_tool(registry: Registry, name: str, arguments: dict[str, Any], *, as_js
 
 def _settings(args: argparse.Namespace) -> NodeSettings:
     from gbr_node import node
+    from gbr_node.sandbox.sandbox import register_node_file
 
+    if args.identity:
+        register_node_file(args.identity)  # no tool may read or delete it (GBR-PRIV-01)
     listen = getattr(args, "listen", None)
     return node.NodeSettings(
         project_dir=_project_dir(args),

@@ -138,6 +138,10 @@ def build_distribution(dist: Distribution) -> Built:
     mentions: Counter[bytes] = Counter()
     for module, (file, is_package) in sorted(_sources(dist).items()):
         path = dist.base / file
+        real = os.path.realpath(path)
+        if not real.startswith(os.path.realpath(dist.base).rstrip(os.sep) + os.sep):
+            built.skipped.append(f"{file}: resolves outside {dist.base}")  # GBR-PRIV-01
+            continue
         try:
             if os.path.getsize(path) > MAX_FILE_BYTES:
                 built.skipped.append(f"{file}: over {MAX_FILE_BYTES} bytes")

@@ -11,6 +11,14 @@ A distribution is a `*.dist-info` folder: its name and version from
 that changes when `RECORD` does (any install, upgrade or uninstall rewrites
 it). An editable install (PEP 660) is read from the folders its `.pth` file or
 finder module names, and its fingerprint covers those files' sizes and times.
+
+What the index may read (GBR-PRIV-01): a folder inside the allowed root may
+have been written by a peer, so an environment must lie inside the root (or
+the project folder) or be the node's own interpreter's; every file read must
+resolve (symlinks followed) inside its own site-packages folder; editable
+installs are followed only for the node's own interpreter outside the root
+(a planted `.pth`, finder or `direct_url.json` names any folder it likes).
+Anything else is skipped with one logged line, never indexed, never shown.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sysconfig
@@ -34,6 +43,7 @@ SKIPPED_DIRS = frozenset(
     {"__pycache__", "node_modules", "site-packages", "build", "dist", ".git", ".venv"}
 )
 INTERPRETER_TIMEOUT_S = 10.0
+log = logging.getLogger("gbr_node.library")
 _SITE_QUERY = (
     "import json, sysconfig; "
     "print(json.dumps([sysconfig.get_path('purelib'), sysconfig.get_path('platlib')]))"
@@ -74,13 +84,48 @@ class Distribution:
         return normalise(self.name)
 
 
-def site_dirs(spec: str | None, project_dir: Path) -> list[Path]:
+def own_sites() -> list[Path]:
+    """The node's own interpreter's site-packages folders, resolved."""
+    paths = [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
+    return [Path(os.path.realpath(p)) for p in _existing(paths)]
+
+
+def inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    """True when `path` resolves (symlinks followed) to `folder`'s resolved self or below."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def site_dirs(spec: str | None, project_dir: Path, root: Path | None = None) -> list[Path]:
     """The site-packages folders of one environment spec (None: the default).
 
     The default is `project_dir/.venv` when it is a virtual environment, else
     the node's own interpreter. Raises LibraryError naming the spec when
-    it is none of a venv folder, a site-packages folder or an interpreter.
+    it is none of a venv folder, a site-packages folder or an interpreter,
+    or when a folder it gives lies outside `root` and `project_dir` and is
+    not the node's own interpreter's (GBR-PRIV-01).
     """
+    found = _site_dirs(spec, project_dir)
+    own = own_sites()
+    for site in found:
+        if Path(os.path.realpath(site)) in own or inside(site, project_dir):
+            continue
+        if root is None or not inside(site, root):
+            raise LibraryError(
+                f"[library] environments: {spec!r} ({site}) lies outside the allowed root "
+                "and is not the node's own interpreter; not read"
+            )
+    return found
+
+
+def trusted_site(site: Path, root: Path | None) -> bool:
+    """True when `site` is the node's own interpreter's and lies outside `root`: only
+    there are editable installs followed (GBR-PRIV-01)."""
+    real = Path(os.path.realpath(site))
+    return real in own_sites() and (root is None or not inside(real, root))
+
+
+def _site_dirs(spec: str | None, project_dir: Path) -> list[Path]:
     if spec is None:
         venv = project_dir / ".venv"
         if (venv / "pyvenv.cfg").is_file():
@@ -158,12 +203,23 @@ def _record_files(dist_info: Path, site: Path) -> list[str]:
     except OSError:
         return []
     files = []
+    outside = 0
     for line in text.splitlines():
         path = line.rsplit(",", 2)[0] if line.count(",") >= 2 else line.split(",")[0]
         path = path.strip('"')
-        inside = path.endswith(SOURCE_SUFFIXES) and not path.startswith(("..", "/"))
-        if inside and ".dist-info/" not in path and "__editable__" not in path:
-            files.append(path)
+        kept = path.endswith(SOURCE_SUFFIXES) and not path.startswith(("..", "/"))
+        if kept and ".dist-info/" not in path and "__editable__" not in path:
+            if inside(site / path, site):
+                files.append(path)
+            else:
+                outside += 1
+    if outside:
+        log.warning(
+            "library: %s: %d files resolve outside %s (symlinks); skipped",
+            dist_info.name,
+            outside,
+            site,
+        )
     return files
 
 
@@ -267,10 +323,11 @@ def _is_editable(dist_info: Path) -> bool:
         return False
 
 
-def scan_site(site: Path) -> list[Installed]:
+def scan_site(site: Path, *, trusted: bool = True) -> list[Installed]:
     """The distributions in one site-packages folder, cheaply: one `scandir` and a
     `stat` of each `RECORD` (an editable install also walks its sources). A
-    `*.dist-info` folder without a readable `RECORD` (half-written) is skipped."""
+    `*.dist-info` folder without a readable `RECORD` (half-written) is skipped;
+    so is an editable install unless the site is `trusted` (`trusted_site`)."""
     found = []
     try:
         entries = [e for e in os.scandir(site) if e.name.endswith(".dist-info") and e.is_dir()]
@@ -284,6 +341,14 @@ def scan_site(site: Path) -> list[Installed]:
             continue
         fingerprint = f"{dist_info.name}:{st.st_size}:{st.st_mtime_ns}"
         editable = (dist_info / "direct_url.json").is_file() and _is_editable(dist_info)
+        if editable and not trusted:
+            log.warning(
+                "library: %s in %s is an editable install, whose sources may lie anywhere; "
+                "not indexed (only the node's own interpreter's are)",
+                dist_info.name,
+                site,
+            )
+            continue
         if editable:
             read = _editable_files(dist_info, site)
             if read is None:

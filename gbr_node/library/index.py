@@ -31,6 +31,7 @@ from gbr_node.library.environments import (
     Installed,
     read_distribution,
     scan_site,
+    trusted_site,
 )
 from gbr_node.library.hit import Hit
 from gbr_node.library.rank import Plan, plan_query, rerank
@@ -128,7 +129,11 @@ class LibraryIndex:
 
     def installed(self) -> list[Installed]:
         """Every distribution of the configured folders, cheaply (no file read)."""
-        found = [i for site in self.sites for i in scan_site(site)]
+        found = [
+            i
+            for site in self.sites
+            for i in scan_site(site, trusted=trusted_site(site, self.project))
+        ]
         if self.project is not None:
             project = str(self.project)
             found = [i for i in found if i.base is None or not _inside(str(i.base), project)]

@@ -49,7 +49,7 @@ def open_library(
     found at the first refresh."""
 
     specs = config.environments if config.environments is not None else (None,)
-    finders = [functools.partial(site_dirs, spec, project_dir) for spec in specs]
+    finders = [functools.partial(site_dirs, spec, project_dir, root) for spec in specs]
     sources = [project_dir / folder for folder in config.sources]
     return LibraryIndex(db_path(project_dir), finders, sources, project=root)
 

@@ -96,13 +96,17 @@ def _files(package: Path) -> list[tuple[str, os.stat_result]]:
 
 def _packages(folder: Path) -> list[Path]:
     try:
-        children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        children = sorted(
+            p
+            for p in folder.iterdir()
+            if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+        )
     except OSError:
         return []
     out = []
     for child in children:
         if child.name.startswith("@"):
-            out.extend(sorted(p for p in child.iterdir() if p.is_dir()))
+            out.extend(sorted(p for p in child.iterdir() if p.is_dir() and not p.is_symlink()))
         else:
             out.append(child)
     return out

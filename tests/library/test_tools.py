@@ -101,6 +101,9 @@ def test_an_environment_that_is_none_is_reported_and_the_rest_still_works(tmp_pa
 
 
 def test_the_projects_own_editable_install_is_no_library(tmp_path):
+    """An editable install's sources are followed only in the node's own interpreter
+    (GBR-PRIV-01); a site folder outside the root that is not the node's own is not
+    read at all, whatever project looks at it."""
     project = tmp_path / "project"
     (project / "mine").mkdir(parents=True)
     (project / "mine" / "__init__.py").write_text("SECRET_PLAN = 'keep out'\n")
@@ -111,6 +114,7 @@ def test_the_projects_own_editable_install_is_no_library(tmp_path):
     )
     config = LibraryConfig(environments=(str(site),))
     outside = open_library(tmp_path / "elsewhere", config)
-    assert outside.refresh().indexed == ["mine==0.1"]  # a library, seen from another project
+    assert outside.refresh().indexed == []
+    assert "lies outside the allowed root" in outside.problems[0]
     inside = open_library(project, config, root=project)
     assert inside.refresh().indexed == [] and inside.search("SECRET_PLAN") == []
