@@ -32,8 +32,8 @@ from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.approvals import ApprovalLog, default_path, outcome_text, pending_diff
 from gbr_node.approvals import cli as approvals_cli
 from gbr_node.approvals.desk import ApprovalDesk
-from gbr_node.approvals.review import colour_diff
-from gbr_node.approvals.state import Approval
+from gbr_node.approvals.review import colour_diff, shown_diff
+from gbr_node.approvals.state import SETTLED, Approval
 from gbr_node.chat.desk import ChatDesk
 from gbr_node.chat.messages import Ack, ChatMessage
 from gbr_node.chat.replies import ReplyAgents
@@ -65,6 +65,7 @@ from gbr_node.repl.render import DIM, RESET, YELLOW
 from gbr_node.rpc.server import Limits
 from gbr_node.rpc.toolhost import Grant, Snapshot
 from gbr_node.sandbox.caller import LOCAL
+from gbr_node.textcells import one_line
 from gbr_node.tools.checkrunner import CheckRunner
 from gbr_node.tools.process import Stop
 from gbr_node.tools.registry import build_registry
@@ -479,9 +480,9 @@ class Node:
     def _announce_approval(self, approval: Approval) -> None:
         local = self.local_requester
         who = local if approval.requester == LOCAL else approval.requester_alias or "a peer"
-        what = f"{approval.tool} {approval.path}"
-        lines = [f"{YELLOW}approval #{approval.id} requested by {who}: {what}{RESET}"]
-        diff = pending_diff(approval, self.sandbox)
+        what = f"{approval.tool} {one_line(approval.path)}"
+        lines = [f"{YELLOW}approval #{approval.id} requested by {one_line(who)}: {what}{RESET}"]
+        diff = shown_diff(pending_diff(approval, self.sandbox), full=False, approval_id=approval.id)
         if diff:
             lines.append(colour_diff(diff, colour=self.color))
         if self.runtime is not None:
@@ -500,7 +501,8 @@ class Node:
             self._rejected_here.discard(approval.id)
         else:
             why = approval.reason or approval.error
-            self.notice(f"approval #{approval.id} {approval.status}" + (f": {why}" if why else ""))
+            said = f": {one_line(why)}" if why else ""
+            self.notice(f"approval #{approval.id} {approval.status}{said}")
         if approval.requester == LOCAL:
             if self.runtime is not None:
                 await self.runtime.inbox.send(ApprovalResolved(approval.id, text))
@@ -522,6 +524,7 @@ class Node:
             approvals_action="list" if name == "approvals" else name,
             all="--all" in words,
             force="--force" in words,
+            full="--full" in words,
             reason=" ".join(words[1:]) or None,
         )
         if name != "approvals":
@@ -581,14 +584,19 @@ class Node:
         the agent only if the agent's own call got that approval's "pending" result; one
         asked for by, say, `gbr-node call` with the same identity is only shown. Told
         twice (the peer's redelivery after our own query), it is shown once."""
-        number = params.get("approval_id", 0)
+        number, status = params.get("approval_id"), params.get("status")
+        if type(number) is not int or status not in SETTLED:  # a peer's bytes are data
+            log.info(
+                "ignored a malformed approval outcome from %s: %s", alias, one_line(repr(params))
+            )
+            return
         asked = (peer_id, number)
         if asked in self._heard:
             return
         peers = self.peers
         ours = peers is not None and asked in peers.awaiting
-        status = params.get("status")
-        why = f": {params.get('text', '')}" if status in ("rejected", "failed") else ""
+        text = str(params.get("text", ""))
+        why = f": {one_line(text)}" if status in ("rejected", "failed") else ""
         self.notice(
             f"peer {alias}: approval #{number} {status}{why}"
             + ("" if ours else " (asked by another process with this identity, not the agent)")
@@ -596,8 +604,7 @@ class Node:
         if peers is not None and ours and self.runtime is not None:
             peers.awaiting.discard(asked)
             self._heard.add(asked)
-            text = f"[from peer {alias}] {params.get('text', '')}"
-            await self.runtime.inbox.send(ApprovalResolved(number, text))
+            await self.runtime.inbox.send(ApprovalResolved(number, f"[from peer {alias}] {text}"))
 
     # -- the library lookup (issue 18, STD-AI-01) ---------------------------
 

@@ -4,7 +4,9 @@ Whatever a model, a peer or a file supplies is drawn through `visible` before
 it reaches the terminal, so it can never move the cursor, clear the screen or
 retitle the window (GBR-TERM-01): a C0/C1 control character becomes its
 Unicode control picture (`␛` for ESC) and only the SGR colour sequences that
-our own code writes (`\\x1b[...m`) pass when `keep_sgr` is set. Widths are
+our own code writes (`\\x1b[...m`) pass when `keep_sgr` is set. Bidi controls and
+zero-width characters, which make text read otherwise than it runs (Trojan
+Source, CVE-2021-42574), are shown as `<U+202E>` marks (GBR-PRIV-01). Widths are
 terminal cells (`rich.cells.cell_len`: a CJK character or an emoji takes two).
 """
 
@@ -16,8 +18,16 @@ from rich.cells import cell_len
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+HIDDEN = re.compile(
+    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+"""Bidi controls and zero-width characters: shown as `<U+XXXX>` by `visible`."""
 _WORDS = re.compile(r"\S+|\s+")
 TAB_SIZE = 4
+
+
+def _mark(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
 
 
 def _picture(match: re.Match[str]) -> str:
@@ -31,9 +41,10 @@ def _picture(match: re.Match[str]) -> str:
 
 def visible(text: str, *, keep_sgr: bool = False) -> str:
     """`text` with every control character but newline shown as a visible
-    stand-in and tabs expanded to `TAB_SIZE` columns; with `keep_sgr`, SGR
-    colour sequences (`ESC [ ... m`) are kept as they are."""
-    text = text.replace("\r\n", "\n").expandtabs(TAB_SIZE)
+    stand-in, bidi and zero-width characters as `<U+XXXX>` marks, and tabs
+    expanded to `TAB_SIZE` columns; with `keep_sgr`, SGR colour sequences
+    (`ESC [ ... m`) are kept as they are."""
+    text = HIDDEN.sub(_mark, text.replace("\r\n", "\n")).expandtabs(TAB_SIZE)
     if not keep_sgr:
         return _CONTROL.sub(_picture, text)
     parts = []
@@ -44,6 +55,14 @@ def visible(text: str, *, keep_sgr: bool = False) -> str:
         last = match.end()
     parts.append(_CONTROL.sub(_picture, text[last:]))
     return "".join(parts)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Text from elsewhere (a peer, a model, a file) for one line of a notice: `visible`,
+    with newlines shown as `␤` so it can never start a line of its own, cut to `limit`
+    characters with `…` (GBR-PRIV-01)."""
+    shown = visible(text).replace("\n", "\u2424")
+    return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
 
 
 def plain(text: str) -> str:

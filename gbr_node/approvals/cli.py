@@ -26,12 +26,13 @@ from gbr_node.approvals.apply import (
     pending_diff,
 )
 from gbr_node.approvals.log import ApprovalLog, default_path
-from gbr_node.approvals.review import colour_diff, edit_in_editor
+from gbr_node.approvals.review import colour_diff, edit_in_editor, shown_diff
 from gbr_node.approvals.state import Approval, InvalidDecision, UnknownApproval
 from gbr_node.checks.diagnostics import diagnostics_text, plural
 from gbr_node.checks.verdict import Verdict
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
+from gbr_node.textcells import one_line
 
 if TYPE_CHECKING:
     from gbr_node.tools.files import SaveChecks
@@ -77,6 +78,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             formatter_class=raw,
         )
         action.add_argument("id", type=int, metavar="N", help="approval id")
+        if name == "show":
+            action.add_argument("--full", action="store_true", help="the whole diff, however long")
         if name in ("approve", "edit"):
             action.add_argument(
                 "--force", action="store_true", help="approve against the file's current content"
@@ -140,7 +143,8 @@ def main(
             if action == "reject":
                 return reject(log, args.id, args.reason, by=by, out=out)
             if action == "show":
-                return show(log, sandbox(), args.id, out=out, colour=colour)
+                full = getattr(args, "full", False)
+                return show(log, sandbox(), args.id, out=out, colour=colour, full=full)
             if action == "approve":
                 outcome = approve_and_apply(
                     log, args.id, sandbox(), by=by, force=args.force, checks=checks()
@@ -170,29 +174,40 @@ def list_approvals(log: ApprovalLog, out: TextIO, *, everything: bool) -> int:
     if not approvals:
         print("no approvals" if everything else "no pending approvals", file=out)
     for a in approvals:
-        line = f"#{a.id:<4} {a.status:<9} {a.tool:<12} {a.path}  from {_who(a)}"
+        line = f"#{a.id:<4} {a.status:<9} {a.tool:<12} {one_line(a.path)}  from {_who(a)}"
         print(f"{line}  {_when(a.requested_at)}", file=out)
     return EXIT_OK
 
 
-def show(log: ApprovalLog, sandbox: Sandbox, approval_id: int, *, out: TextIO, colour: bool) -> int:
+def show(
+    log: ApprovalLog,
+    sandbox: Sandbox,
+    approval_id: int,
+    *,
+    out: TextIO,
+    colour: bool,
+    full: bool = False,
+) -> int:
     """Details of one approval and, until it is settled, the diff from the
-    file's current content to what would be written."""
+    file's current content to what would be written (summarised past
+    `review.MAX_DIFF_LINES` unless `full`). What a requester wrote is shown
+    through `textcells.one_line` / `colour_diff` (GBR-PRIV-01)."""
     a = log.get(approval_id)
     print(f"approval #{a.id}: {a.status}", file=out)
-    print(f"  {a.tool} {a.path}  (requested by {_who(a)} at {_when(a.requested_at)})", file=out)
+    who = f"requested by {_who(a)} at {_when(a.requested_at)}"
+    print(f"  {a.tool} {one_line(a.path)}  ({who})", file=out)
     if "destination" in a.detail:
-        print(f"  destination: {a.detail['destination']}", file=out)
+        print(f"  destination: {one_line(str(a.detail['destination']))}", file=out)
     if a.decided_by:
         edited = " with edits" if a.edited else ""
         print(f"  decided{edited} by {a.decided_by} at {_when(a.decided_at)}", file=out)
     for label, value in (("reason", a.reason), ("error", a.error)):
         if value:
-            print(f"  {label}: {value}", file=out)
+            print(f"  {label}: {one_line(value)}", file=out)
     if not a.settled:
         if find_conflict(a, sandbox) is not None:
             print("  the file changed since the request: approve --force or reject", file=out)
-        lines = pending_diff(a, sandbox)
+        lines = shown_diff(pending_diff(a, sandbox), full=full, approval_id=a.id)
         print(colour_diff(lines, colour=colour) if lines else "  (no text diff)", file=out)
     return EXIT_OK
 
@@ -297,7 +312,8 @@ def _verdict_lines(verdict: Verdict) -> list[str]:
 
 
 def _who(a: Approval) -> str:
-    return f"{a.requester_alias} ({a.requester})" if a.requester_alias else a.requester
+    who = f"{a.requester_alias} ({a.requester})" if a.requester_alias else a.requester
+    return one_line(who, 120)
 
 
 def _when(at: float | None) -> str:

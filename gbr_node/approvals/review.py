@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -16,9 +17,16 @@ import tempfile
 from collections.abc import Mapping
 
 from gbr_node.errors import ToolError
-from gbr_node.textcells import visible
+from gbr_node.textcells import HIDDEN, visible
 
 BOLD, RED, GREEN, CYAN, RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[0m"
+MAX_DIFF_LINES = 200
+"""A diff longer than this (lines) is summarised: its size, counts and first lines."""
+SUMMARY_LINES = 40
+MAX_LINE_CHARS = 400
+"""A diff line longer than this (characters) is cut, saying how much more it holds."""
+FLAG = "  \u26a0 hidden or control characters on this line"
+_RAW = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 FALLBACK_EDITORS = ("nano", "vi")
 
 
@@ -37,12 +45,31 @@ def unified_diff(old: str | None, new: str | None, path: str, *, context: int = 
     )
 
 
+def shown_diff(lines: list[str], *, full: bool, approval_id: int) -> list[str]:
+    """`lines` as they are shown: whole when `full` or at most MAX_DIFF_LINES long;
+    else the first SUMMARY_LINES and one line saying the diff's size and counts and
+    the command that shows it whole (GBR-PRIV-01: one 1 MiB write is not a 1 MiB
+    notice)."""
+    if full or len(lines) <= MAX_DIFF_LINES:
+        return lines
+    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+    size = sum(len(line.encode("utf-8")) + 1 for line in lines)
+    return [
+        *lines[:SUMMARY_LINES],
+        f"[diff cut: {len(lines)} lines, {size} bytes, +{added} -{removed}; all of it: "
+        f"gbr-node approvals show {approval_id} --full]",
+    ]
+
+
 def colour_diff(lines: list[str], *, colour: bool = True) -> str:
     """`lines` joined for a terminal: headers bold, hunks cyan, additions green,
     removals red (ANSI), or plain text when `colour` is False. The proposed
     content comes from the model or a peer: its control characters are shown
-    as visible stand-ins (`textcells.visible`), never sent to the terminal."""
-    lines = [visible(line) for line in lines]
+    as visible stand-ins, bidi and zero-width characters as `<U+XXXX>`
+    (`textcells.visible`), and such a line is flagged (FLAG); a line over
+    MAX_LINE_CHARS is cut, saying how much it holds."""
+    lines = [_shown_line(line) for line in lines]
     if not colour:
         return "\n".join(lines)
     painted = []
@@ -58,6 +85,13 @@ def colour_diff(lines: list[str], *, colour: bool = True) -> str:
         else:
             painted.append(line)
     return "\n".join(painted)
+
+
+def _shown_line(line: str) -> str:
+    flagged = bool(HIDDEN.search(line) or _RAW.search(line))
+    if len(line) > MAX_LINE_CHARS:
+        line = line[:MAX_LINE_CHARS] + f"\u2026 [{len(line) - MAX_LINE_CHARS} more characters]"
+    return visible(line) + (FLAG if flagged else "")
 
 
 def editor_command(environ: Mapping[str, str] | None = None) -> list[str]:
