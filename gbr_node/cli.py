@@ -181,8 +181,10 @@ def cmd_tool(args: argparse.Namespace) -> int:
 
 
 def _run_tool(registry: Registry, name: str, arguments: dict[str, Any], *, as_json: bool) -> int:
-    from gbr_node.errors import InvalidArguments, SecurityViolation, UnknownTool
+    from gbr_node.errors import GbrError, InvalidArguments, SecurityViolation, UnknownTool
+    from gbr_node.sandbox.caller import CALLER, CLI
 
+    CALLER.set((CLI, None))  # approvals show it as asked by the command line
     try:
         result = registry.call(name, arguments)
     except (UnknownTool, InvalidArguments) as exc:
@@ -190,6 +192,9 @@ def _run_tool(registry: Registry, name: str, arguments: dict[str, Any], *, as_js
         return EXIT_USAGE
     except SecurityViolation as exc:
         print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except GbrError as exc:  # an approval refused for the log's bounds, ...
+        print(f"not done: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return EXIT_FAILED
     if as_json:
         print(json.dumps(result.to_mcp(), indent=2))

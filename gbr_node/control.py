@@ -64,7 +64,7 @@ from gbr_node.p2p.service import notify_peer
 from gbr_node.repl.render import DIM, RESET, YELLOW
 from gbr_node.rpc.server import Limits
 from gbr_node.rpc.toolhost import Grant, Snapshot
-from gbr_node.sandbox.caller import LOCAL
+from gbr_node.sandbox.caller import CLI, LOCAL, MCP
 from gbr_node.textcells import one_line
 from gbr_node.tools.checkrunner import CheckRunner
 from gbr_node.tools.process import Stop
@@ -478,8 +478,11 @@ class Node:
     # -- approvals (EVD-AI-01, EVD-DEV-01/02) -------------------------------
 
     def _announce_approval(self, approval: Approval) -> None:
-        local = self.local_requester
-        who = local if approval.requester == LOCAL else approval.requester_alias or "a peer"
+        who = {
+            LOCAL: self.local_requester,
+            CLI: "the command line (gbr-node tool)",
+            MCP: "an MCP client",
+        }.get(approval.requester) or approval.requester_alias or "a peer"
         what = f"{approval.tool} {one_line(approval.path)}"
         lines = [f"{YELLOW}approval #{approval.id} requested by {one_line(who)}: {what}{RESET}"]
         diff = shown_diff(pending_diff(approval, self.sandbox), full=False, approval_id=approval.id)
@@ -506,6 +509,8 @@ class Node:
         if approval.requester == LOCAL:
             if self.runtime is not None:
                 await self.runtime.inbox.send(ApprovalResolved(approval.id, text))
+            return
+        if approval.requester in (CLI, MCP):  # shown above; no one to tell, no turn
             return
         self.undelivered.setdefault(approval.requester, []).append(approval)
         await self.deliver_outcomes(approval.requester)

@@ -41,7 +41,8 @@ from gbr_node.approvals.state import (
     outcome_text,
 )
 from gbr_node.config.profile import ToolsConfig
-from gbr_node.errors import ApprovalRequired, GbrError, ToolError
+from gbr_node.errors import ApprovalRequired, GbrError, RpcError, ToolError
+from gbr_node.rpc import codes
 from gbr_node.sandbox import Sandbox
 from gbr_node.sandbox.caller import LOCAL
 from gbr_node.tools.base import Params, Tool
@@ -49,6 +50,16 @@ from gbr_node.tools.files import SaveChecks
 from gbr_node.tools.registry import CALLER, ToolResult
 
 POLL_INTERVAL_S = 0.25
+MAX_PENDING_PER_REQUESTER = 8
+"""Pending approvals one requester (a peer, this node's agent, the command line, an MCP
+client) may have at once; past it a request is refused with JSON-RPC BUSY (GBR-PRIV-01)."""
+MAX_PROPOSED_BYTES = 256 * 1024
+"""Largest proposed content (UTF-8 bytes) an approval may hold; past it the request is
+refused with JSON-RPC TOO_LARGE."""
+COMPACT_AFTER_S = 7 * 24 * 3600.0
+"""Decided approvals older than this (seconds) are removed from the log (`ApprovalLog.compact`)
+when the node starts and every COMPACT_EVERY_S while it runs."""
+COMPACT_EVERY_S = 3600.0
 CHECK_REPORT_WAIT_S = 120.0
 """How long (seconds) an applied write's requester waits for its check's outcome
 before being told without it (the process that applied it died mid-check)."""
@@ -96,8 +107,29 @@ class ApprovalDesk:
         self._checking: dict[int, float] = {}  # approval id -> when to stop waiting
 
     def on_approval(self, exc: ApprovalRequired) -> ToolResult:
-        """Registry hook (runs in the tool's worker thread): log the request, answer "pending"."""
+        """Registry hook (runs in the tool's worker thread): log the request, answer "pending".
+
+        Raises RpcError TOO_LARGE when the proposed content is over
+        MAX_PROPOSED_BYTES, BUSY when the requester already has
+        MAX_PENDING_PER_REQUESTER approvals pending; nothing is logged then
+        (GBR-PRIV-01: what a requester can make the log hold is bounded).
+        """
         requester, alias = CALLER.get()
+        size = len(exc.content.encode("utf-8")) if exc.content is not None else 0
+        if size > MAX_PROPOSED_BYTES:
+            raise RpcError(
+                codes.TOO_LARGE,
+                f"{exc.tool} on {exc.path} proposes {size} bytes for a protected file; "
+                f"an approval holds at most {MAX_PROPOSED_BYTES} bytes. Nothing was changed",
+            )
+        waiting = [a for a in self.log.list("pending") if a.requester == requester]
+        if len(waiting) >= MAX_PENDING_PER_REQUESTER:
+            raise RpcError(
+                codes.BUSY,
+                f"{len(waiting)} approvals of yours already wait for the operator "
+                f"(at most {MAX_PENDING_PER_REQUESTER}); ask again once they are decided. "
+                "Nothing was changed",
+            )
         approval_id = self.log.request(exc, requester, alias, fingerprint(exc.absolute))
         text = (
             f"pending approval #{approval_id}: {exc.tool} on {exc.path} touches a protected file "
@@ -163,14 +195,29 @@ class ApprovalDesk:
         lists them on `/approvals`), but decisions made while the node was
         down and not yet applied are applied now.
         """
+        await self.compact()
         events = await trio.to_thread.run_sync(self.log.events_since, 0)
         self._seq = events[-1].seq if events else 0
         for approval in await trio.to_thread.run_sync(self.log.list, "approved"):
             await self._apply(approval.id)
         task_status.started()
+        next_compaction = time.monotonic() + COMPACT_EVERY_S
         while True:
             await trio.sleep(POLL_INTERVAL_S)
             await self.poll_once()
+            if time.monotonic() >= next_compaction:
+                next_compaction = time.monotonic() + COMPACT_EVERY_S
+                await self.compact()
+
+    async def compact(self) -> None:
+        """Remove approvals decided more than COMPACT_AFTER_S ago (logged, never raised)."""
+        try:
+            removed = await trio.to_thread.run_sync(self.log.compact, COMPACT_AFTER_S)
+        except GbrError as exc:
+            log.warning("approval log not compacted: %s", exc)
+            return
+        if removed:
+            log.info("approval log: %d decided approvals older than 7 days removed", removed)
 
     async def poll_once(self) -> None:
         """Handle every event logged since the last poll."""

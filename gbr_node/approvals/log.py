@@ -68,6 +68,9 @@ _SCHEMA = (
 )
 
 
+_ALL_EVENTS = "SELECT seq, approval_id, kind, at, body FROM events ORDER BY seq"
+
+
 class ApprovalLogError(GbrError):
     """The approval database could not be opened, read or written (a
     translated `sqlite3.Error` or `OSError`), or holds rows this version does
@@ -305,6 +308,29 @@ class ApprovalLog:
             current = tx.approval(approval_id)
             event = Rejected(approval_id=approval_id, at=time.time(), by=by, reason=reason)
             return tx.append(event, current)
+
+    def compact(self, older_than_s: float, *, now: float | None = None) -> int:
+        """Remove every event of the approvals settled (applied, failed, rejected)
+        more than `older_than_s` seconds before `now` (default: the time now),
+        except the one with the highest id, so ids are never given twice.
+        Returns how many approvals were removed. The append-only triggers are
+        lifted for this one transaction only (GBR-PRIV-01: a bounded log)."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+        with self.transaction():
+            events = [decode(*row) for row in self._conn.execute(_ALL_EVENTS).fetchall()]
+            last_at: dict[int, float] = {}
+            for event in events:
+                last_at[event.approval_id] = event.at
+            settled = [a.id for a in derive(events).values() if a.settled]
+            highest = max(last_at, default=0)
+            old = [n for n in settled if last_at[n] < cutoff and n != highest]
+            if not old:
+                return 0
+            self._conn.execute("DROP TRIGGER events_no_delete")
+            marks = ",".join("?" * len(old))
+            self._conn.execute(f"DELETE FROM events WHERE approval_id IN ({marks})", old)
+            self._conn.execute(_SCHEMA[-1])
+        return len(old)
 
     def _create_schema(self) -> None:
         """Create the table, indexes and triggers unless this version's schema

@@ -20,6 +20,7 @@ from gbr_node.chat.desk import SEND_MESSAGE_SPEC
 from gbr_node.config.profile import TrustedPeer
 from gbr_node.errors import GbrError, UnknownTool
 from gbr_node.p2p.host import P2PHost
+from gbr_node.p2p.offered import admit
 from gbr_node.p2p.service import call_tool, list_tools
 from gbr_node.rpc.server import Limits
 
@@ -98,7 +99,8 @@ class PeerDirectory:
     async def dial(self, alias_or_addr: str) -> str:
         """Connect to a trusted peer (alias, peer ID or `/p2p/` multiaddr), learn its tools.
 
-        Returns a one-line summary. Raises GbrError for a peer that is not
+        Returns a one-line summary, and a second line naming the tools left out
+        (`offered.admit`: names no model request may carry). Raises GbrError for a peer that is not
         trusted, PeerUnreachable when it cannot be reached.
         """
         alias, peer = self._find(alias_or_addr)
@@ -107,10 +109,12 @@ class PeerDirectory:
             self._host.add_addrs(peer.peer_id, peer.addrs)
         else:  # remembered, so that an awaited outcome can bring us back (reconnect_awaited)
             self._host.add_addrs(peer.peer_id, [target])
-        tools = await list_tools(self._host, target, limits=self._limits())
-        self._tools[alias] = [t.model_dump() for t in tools]
-        names = ", ".join(t.name for t in tools) or "none"
-        return f"connected to {alias} ({peer.peer_id}); tools granted to us: {names}"
+        listed = await list_tools(self._host, target, limits=self._limits())
+        tools, note = admit(alias, (t.model_dump() for t in listed), SEPARATOR)
+        self._tools[alias] = tools
+        names = ", ".join(t["name"] for t in tools) or "none"
+        said = f"connected to {alias} ({peer.peer_id}); tools granted to us: {names}"
+        return said if note is None else f"{said}\n{note}"
 
     async def dial_known(self) -> None:
         """Dial every trusted peer that has addresses; failures are logged, not raised."""

@@ -1,7 +1,7 @@
 """Who the tool call being run is for: the one fact the sandbox needs beyond the path.
 
-`CALLER` holds ("local", None) for this node's own agent and the person's
-commands, (peer ID, alias) when the RPC host runs a tool for a peer, and
+`CALLER` holds ("local", None) for this node's own agent, ("cli", None) for
+the person's `gbr-node tool` command, (peer ID, alias) when the RPC host runs a tool for a peer, and
 ("mcp", client name or None) when `gbr-node mcp` runs one for an MCP client.
 Set by whoever runs the tool, in that task's context only; trio carries it
 into the worker thread. The sandbox reads it to keep the profiles from
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 
 LOCAL = "local"
+CLI = "cli"
 MCP = "mcp"
 
 CALLER: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar(
@@ -21,5 +22,6 @@ CALLER: contextvars.ContextVar[tuple[str, str | None]] = contextvars.ContextVar(
 
 
 def caller_is_remote() -> bool:
-    """True when the call being run is for a peer or an MCP client, not this node."""
-    return CALLER.get()[0] != LOCAL
+    """True when the call being run is for a peer or an MCP client, not this node's
+    agent or the person's own command."""
+    return CALLER.get()[0] not in (LOCAL, CLI)

@@ -17,7 +17,7 @@ import pytest
 from gbr_node.config.loader import build_sandbox, load_profile
 from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import SecurityViolation
-from gbr_node.sandbox import MACOS, Sandbox
+from gbr_node.sandbox import MACOS
 from gbr_node.sandbox.caller import CALLER
 from gbr_node.sandbox.private import PEER_PRIVATE, PRIVATE, PrivateMatcher
 from gbr_node.tools import build_registry
