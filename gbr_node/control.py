@@ -481,7 +481,7 @@ class Node:
         who = {
             LOCAL: self.local_requester,
             CLI: "the command line (gbr-node tool)",
-            MCP: "an MCP client",
+            MCP: "the MCP client",
         }.get(approval.requester) or approval.requester_alias or "a peer"
         what = f"{approval.tool} {one_line(approval.path)}"
         lines = [f"{YELLOW}approval #{approval.id} requested by {one_line(who)}: {what}{RESET}"]

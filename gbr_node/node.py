@@ -271,7 +271,6 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
     node = Node(loaded)
     node.notice = _notice_lines(sys.stderr, color=False)
     node.chat.on_reply = None  # the MCP client's agent is not ours: messages are only kept
-    node.local_requester = "the MCP client"
     async with _host(node, settings, handler, _log_call, listen=()), _closing(node):
         server = McpStdioServer(
             lambda: node.registry,
