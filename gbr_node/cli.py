@@ -176,6 +176,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
             checks=CheckRunner.of_profile(loaded.profile, sandbox)
             if loaded.profile.checks
             else None,
+            verify=loaded.profile.builtin_checks,
         )
         return _run_tool(registry, args.name, arguments, as_json=args.json)
 

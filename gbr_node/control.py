@@ -209,6 +209,7 @@ class Node:
             extra=self.desk.status_tools(loaded.profile.tools),
             library=self.library,
             checks=checks if loaded.profile.checks else None,
+            verify=loaded.profile.builtin_checks,
         )  # as save_checks(), for the profile being put in force
         self.loaded, self.sandbox, self.checks = loaded, sandbox, checks
         self.registry = NodeTools(registry, self.mounts)

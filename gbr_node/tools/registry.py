@@ -153,6 +153,7 @@ def build_registry(
     extra: Iterable[Tool] = (),
     library: LibraryIndex | None = None,
     checks: files.SaveChecks | None = None,
+    verify: bool = True,
 ) -> Registry:
     """Build the registry of the tools `tools` enables, bound to `sandbox`.
 
@@ -166,9 +167,10 @@ def build_registry(
     own, such as `approval_status`) are added whatever `tools` says.
     `search_library` and `read_library` exist when a `library` index is given
     (issue 18). `checks` formats what write_file and edit_file save (UBQ-DEV-02,
-    `files.SaveChecks`).
+    `files.SaveChecks`); `verify` (the profile's `[checks] builtin`) makes a write that
+    leaves a file unparsable an error result (GBR-TRUTH-01, `checks.builtin`).
     """
-    built = (*files.file_tools(tools, sandbox, checks), *tree.tree_tools(sandbox))
+    built = (*files.file_tools(tools, sandbox, checks, verify=verify), *tree.tree_tools(sandbox))
     available = {tool.name: tool for tool in (*built, search.search_tool(tools, sandbox))}
     if library is not None:
         available.update((tool.name, tool) for tool in library_tools(library))
