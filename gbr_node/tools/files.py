@@ -33,13 +33,14 @@ from typing import Any, Protocol
 
 from pydantic import Field
 
+from gbr_node.checkpoints.store import CheckpointStore, keeping
 from gbr_node.checks.builtin import breakage, kind_of
 from gbr_node.checks.plan import FormatOutcome
 from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
-from gbr_node.tools.base import CALLER, Params, Tool, ToolResult
+from gbr_node.tools.base import CALLER, Params, Tool, ToolResult, change_owner
 from gbr_node.tools.rootlock import root_lock
 
 QUICK_READ_MAX_BYTES = 4 * 1024 * 1024
@@ -154,8 +155,10 @@ class FileTools:
         checks: SaveChecks | None = None,
         *,
         verify: bool = True,
+        checkpoints: CheckpointStore | None = None,
     ):
         self._sandbox = sandbox
+        self._checkpoints = checkpoints
         self._cap = read_max_bytes
         self._changes = root_lock(sandbox.root)
         self._checks = checks
@@ -269,7 +272,7 @@ class FileTools:
         if self._checks is not None and CALLER.get()[0] != "local":
             after = self._checks.peer_check(where.relative)
         data = outcome.content.encode("utf-8")
-        with self._changes.shared():
+        with self._changes.shared(), keeping(self._checkpoints, change_owner, [where.relative]):
             self._sandbox.write_atomic(where.path, data)
         lines = [f"{said} ({len(data)} bytes)" if sized or self._checks is not None else said]
         note = format_note(outcome, content)
@@ -301,11 +304,19 @@ class FileTools:
 
 
 def file_tools(
-    config: ToolsConfig, sandbox: Sandbox, checks: SaveChecks | None = None, *, verify: bool = True
+    config: ToolsConfig,
+    sandbox: Sandbox,
+    checks: SaveChecks | None = None,
+    *,
+    verify: bool = True,
+    checkpoints: CheckpointStore | None = None,
 ) -> list[Tool]:
     """`read_file`, `write_file` and `edit_file`, bound to `sandbox` (and, for format on
-    save, to `checks`; `verify`: the built-in parse check, GBR-TRUTH-01)."""
-    handlers = FileTools(sandbox, config.read_max_bytes, checks, verify=verify)
+    save, to `checks`; `verify`: the built-in parse check, GBR-TRUTH-01; every write
+    is checkpointed in `checkpoints` first, GBR-UNDO-01)."""
+    handlers = FileTools(
+        sandbox, config.read_max_bytes, checks, verify=verify, checkpoints=checkpoints
+    )
     cap = config.read_max_bytes
     return [
         Tool(
