@@ -109,6 +109,8 @@ class RunTool:
 
     prompt_id: int
     call: ToolCall
+    turn: int = 0
+    """The turn the call belongs to: its changes are checkpointed under it (GBR-UNDO-01)."""
 
 
 @dataclass(frozen=True)
@@ -297,7 +299,7 @@ class AgentMachine:
                 )
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
-                actions.append(RunTool(self._current_prompt(), call))
+                actions.append(RunTool(self._current_prompt(), call, self._turn))
                 baseline += self._needs_baseline(call)
         if baseline:
             self._cancel_checks = True

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from gbr_node.checkpoints.plan import ABSENT, Entry, Owner, State, excluded, to_evict, undo_plan
 from gbr_node.errors import GbrError
+from gbr_node.sandbox import Sandbox
 
 MAX_BYTES = 512 * 1024 * 1024
 """Blob bytes kept at most; over it the oldest groups are dropped (never the newest)."""
@@ -93,6 +94,13 @@ class Group:
     created: float
     undone: bool
     paths: tuple[str, ...]
+
+    def line(self) -> str:
+        """`#12 turn 20261204-153000.3 15:30:02: app.py, b.txt (undone)` for the listing."""
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created))
+        who = "peer " + self.label if self.kind == "peer" else f"{self.kind} {self.label}"
+        paths = ", ".join(self.paths) or "no files"
+        return f"#{self.id} {who} {when}: {paths}" + (" (undone)" if self.undone else "")
 
 
 @dataclass(frozen=True)
@@ -505,3 +513,24 @@ def keeping(
     if store is None:
         return contextlib.nullcontext()
     return store.changing(owner(), relatives)
+
+
+def take_back(
+    store: CheckpointStore,
+    sandbox: Sandbox,
+    *,
+    turns: int = 1,
+    group: int | None = None,
+    peer: str | None = None,
+    force: bool = False,
+) -> list[str]:
+    """The person's undo (`/undo [N]`, `gbr-node undo [--turn ID | --peer ALIAS]`;
+    GBR-UNDO-01): select the groups (`CheckpointStore.select`) and undo them, writing
+    through `sandbox.write_atomic`. One line per path. Raises NothingToUndo,
+    UndoConflict (nothing touched), GbrError. Never offered as a tool."""
+    chosen = store.select(turns=turns, group=group, peer=peer)
+    return store.undo(
+        chosen,
+        lambda relative, data: sandbox.write_atomic(sandbox.root / relative, data),
+        force=force,
+    )
