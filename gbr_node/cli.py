@@ -176,8 +176,40 @@ def cmd_tool(args: argparse.Namespace) -> int:
             checks=CheckRunner.of_profile(loaded.profile, sandbox)
             if loaded.profile.checks
             else None,
+            verify=loaded.profile.builtin_checks,
         )
         return _run_tool(registry, args.name, arguments, as_json=args.json)
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    """`gbr-node undo`: GBR-UNDO-01, while a node runs or not (SQLite WAL)."""
+    from gbr_node.checkpoints.store import CheckpointStore, default_path, take_back
+    from gbr_node.config.loader import build_sandbox
+
+    loaded = _load(args)
+    store = CheckpointStore(default_path(loaded.project_dir), loaded.root)
+    try:
+        lines = take_back(
+            store, build_sandbox(loaded), group=args.turn, peer=args.peer, force=args.force
+        )
+    finally:
+        store.close()
+    print("\n".join(lines) if lines else "nothing to change: the files are as before")
+    return 0
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    """`gbr-node checkpoints`: the recent groups, newest first (GBR-UNDO-01)."""
+    from gbr_node.checkpoints.store import CheckpointStore, default_path
+
+    loaded = _load(args)
+    store = CheckpointStore(default_path(loaded.project_dir), loaded.root)
+    try:
+        groups = store.groups()
+    finally:
+        store.close()
+    print("\n".join(g.line() for g in groups) if groups else "no checkpoints yet")
+    return 0
 
 
 def _run_tool(registry: Registry, name: str, arguments: dict[str, Any], *, as_json: bool) -> int:
@@ -333,6 +365,17 @@ COMMANDS = {
         '{"gbr": {"command": "gbr-node", "args": ["--project", "/path/to/project", "mcp"]}}',
         ["gbr-node --project /path/to/project mcp", "gbr-node mcp --max-result-tokens 8000"],
     ),
+    "undo": (
+        "Take back the files the agent's last turn changed (or checkpoint ID, or a peer's "
+        "last call), one line per path; stops and names the paths changed since unless "
+        "--force. Works while a node runs. An undo is itself a checkpoint: undo it to redo.",
+        ["gbr-node undo", "gbr-node undo --peer bob", "gbr-node undo --turn 12 --force"],
+    ),
+    "checkpoints": (
+        "List the recent checkpoints (turns of the agent, peers' calls, commands, undos), "
+        "newest first, with the files each changed (.gbr/checkpoints.db).",
+        ["gbr-node checkpoints"],
+    ),
     "id": (
         "Print this node's peer ID and the multiaddrs peers can dial it at: [node] announce "
         "(else the listen addresses), then one RELAY/p2p-circuit address per [node] relays.",
@@ -446,6 +489,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (overrides profile and env)")
     p.add_argument("--model", help="model name (overrides profile and env)")
     p.set_defaults(func=cmd_model)
+
+    p = _command(sub, "undo", "take back the agent's last turn, a turn, or a peer's call")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--turn", type=int, metavar="ID", help="a checkpoint id (gbr-node checkpoints)"
+    )
+    which.add_argument("--peer", metavar="ALIAS", help="the last call of this peer")
+    p.add_argument("--force", action="store_true", help="overwrite paths changed since")
+    p.set_defaults(func=cmd_undo)
+
+    p = _command(sub, "checkpoints", "list the recent turns and peers' calls and their files")
+    p.set_defaults(func=cmd_checkpoints)
 
     from gbr_node.approvals.cli import add_parser as add_approvals_parser
     from gbr_node.chat.cli import add_parser as add_inbox_parser

@@ -39,6 +39,8 @@ from gbr_node.chat.messages import Ack, ChatMessage
 from gbr_node.chat.replies import ReplyAgents
 from gbr_node.chat.store import ChatStore
 from gbr_node.chat.store import default_path as chat_path
+from gbr_node.checkpoints.store import CheckpointStore, take_back
+from gbr_node.checkpoints.store import default_path as checkpoints_path
 from gbr_node.checks.plan import CheckSpec, CheckTarget
 from gbr_node.checks.verdict import full_report
 from gbr_node.config.events import ProfileRejected, UpdateEnv
@@ -203,6 +205,12 @@ class Node:
                 self.library.close()  # a new [library]: the old index's refresh stops
             self._library_for = wanted
             self.library: LibraryIndex = open_library(*wanted)
+        if getattr(self, "_checkpoints_for", None) != (loaded.project_dir, loaded.root):
+            if getattr(self, "_checkpoints_for", None) is not None:
+                self.checkpoints.close()
+            self._checkpoints_for = (loaded.project_dir, loaded.root)
+            path = checkpoints_path(loaded.project_dir)
+            self.checkpoints: CheckpointStore = CheckpointStore(path, loaded.root)
         checks = CheckRunner.of_profile(loaded.profile, sandbox)
         registry = build_registry(
             loaded.profile.tools,
@@ -211,6 +219,8 @@ class Node:
             extra=self.desk.status_tools(loaded.profile.tools),
             library=self.library,
             checks=checks if loaded.profile.checks else None,
+            verify=loaded.profile.builtin_checks,
+            checkpoints=self.checkpoints,
         )  # as save_checks(), for the profile being put in force
         self.loaded, self.sandbox, self.checks = loaded, sandbox, checks
         self.registry = NodeTools(registry, self.mounts)
@@ -475,14 +485,45 @@ class Node:
             return "no check has run in this session"
         return full_report(runtime.last_check)
 
+    async def undo_command(self, name: str, args: str) -> str:
+        """`/undo [N] [--force]`: take back the last N turns (GBR-UNDO-01), one line per
+        path, and tell the model's history which of its changes were taken back;
+        `/checkpoints`: the recent groups. The person's only: never a tool."""
+        words = args.split()
+        force = "--force" in words
+        words = [w for w in words if w != "--force"]
+        if name == "checkpoints":
+            groups = await trio.to_thread.run_sync(self.checkpoints.groups)
+            return "\n".join(g.line() for g in groups) or "no checkpoints yet"
+        if len(words) > 1 or (words and not words[0].isdigit()) or (words and words[0] == "0"):
+            raise GbrError("usage: /undo [N] [--force]")
+        turns = int(words[0]) if words else 1
+        if self.runtime is not None and self.runtime.machine.prompt_id is not None:
+            raise GbrError("a turn is running: wait for it to end (or Ctrl-C it), then /undo")
+        lines = await trio.to_thread.run_sync(
+            lambda: take_back(self.checkpoints, self.sandbox, turns=turns, force=force)
+        )
+        if self.runtime is not None and lines:
+            note = (
+                "[the person undid your changes of the last "
+                f"{'turn' if turns == 1 else f'{turns} turns'}: {'; '.join(lines)}. "
+                "Read the files again before building on them.]"
+            )
+            self.runtime.machine.session.append({"role": "user", "content": note})
+        return "\n".join(lines) or "nothing to change: the files are as before"
+
     # -- approvals (EVD-AI-01, EVD-DEV-01/02) -------------------------------
 
     def _announce_approval(self, approval: Approval) -> None:
-        who = {
-            LOCAL: self.local_requester,
-            CLI: "the command line (gbr-node tool)",
-            MCP: "the MCP client",
-        }.get(approval.requester) or approval.requester_alias or "a peer"
+        who = (
+            {
+                LOCAL: self.local_requester,
+                CLI: "the command line (gbr-node tool)",
+                MCP: "the MCP client",
+            }.get(approval.requester)
+            or approval.requester_alias
+            or "a peer"
+        )
         what = f"{approval.tool} {one_line(approval.path)}"
         lines = [f"{YELLOW}approval #{approval.id} requested by {one_line(who)}: {what}{RESET}"]
         diff = shown_diff(pending_diff(approval, self.sandbox), full=False, approval_id=approval.id)

@@ -62,7 +62,10 @@ from gbr_node.agent.messages import (
     UserPrompt,
 )
 from gbr_node.agent.session import INTERRUPTED_MARK, Session
+from gbr_node.checks.builtin import BUILTIN_MAX_RETRIES
+from gbr_node.checks.diagnostics import plural
 from gbr_node.checks.plan import CheckSpec, CheckTarget, targets
+from gbr_node.checks.verdict import closing_line
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 
@@ -106,6 +109,8 @@ class RunTool:
 
     prompt_id: int
     call: ToolCall
+    turn: int = 0
+    """The turn the call belongs to: its changes are checkpointed under it (GBR-UNDO-01)."""
 
 
 @dataclass(frozen=True)
@@ -294,7 +299,7 @@ class AgentMachine:
                 )
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
-                actions.append(RunTool(self._current_prompt(), call))
+                actions.append(RunTool(self._current_prompt(), call, self._turn))
                 baseline += self._needs_baseline(call)
         if baseline:
             self._cancel_checks = True
@@ -425,12 +430,18 @@ class AgentMachine:
                 )
             held.append((feedback, call, note))
             changed += _changed_paths(call, feedback)
+        parsed, exhausted = self._judge_parses(held) if runaway is None else ([], False)
+        if exhausted:
+            for feedback, call, note in held:
+                spent = _PARSE_EXHAUSTED if _parse_breakage(feedback) else ""
+                self._append_result(feedback, call, note + spent)
+            return [*parsed, *self._end_turn()]
         wanted = targets(self._checks(), changed) if runaway is None else ()
         if wanted:
             self.state = State.CHECKING
             self._held = held
             self._cancel_checks = True
-            return [RunCheck(self._current_prompt(), self._turn, wanted)]
+            return [*parsed, RunCheck(self._current_prompt(), self._turn, wanted)]
         for feedback, call, note in held:
             self._append_result(feedback, call, note)
         if runaway is not None:
@@ -439,7 +450,36 @@ class AgentMachine:
             same = "error" if failed else "result"
             stop = f"stopped: {name} {did} {RUNAWAY_REPEATS} times with the same arguments"
             return [Show("notice", f"{stop} and {same}"), *self._end_turn()]
-        return self._next_step()
+        return [*parsed, *self._next_step()]
+
+    def _judge_parses(
+        self, held: Sequence[tuple[ToolExecutionFeedback, ToolCall | InvalidToolCall, str]]
+    ) -> tuple[list[Action], bool]:
+        """The built-in parse check (GBR-TRUTH-01): the local writes of this answer that
+        left a file unparsable (their error results carry `structured["parse"]`) count
+        as retries of check KIND, like a `[checks.NAME]` failure. Returns one status
+        line per kind, and True when a kind has spent its `BUILTIN_MAX_RETRIES` (then
+        the lines are the turn's closing lines)."""
+        broken: dict[str, list[dict[str, Any]]] = {}
+        for feedback, _, _ in held:
+            parse = _parse_breakage(feedback)
+            if parse is not None:
+                broken.setdefault(str(parse.get("kind")), []).append(parse)
+        lines: list[Action] = []
+        exhausted = False
+        for kind, found in broken.items():
+            paths = ", ".join(dict.fromkeys(str(p.get("path")) for p in found))
+            key = f"builtin {kind}"  # apart from a `[checks.python]` set's retries
+            if self._retries[key] < BUILTIN_MAX_RETRIES:
+                self._retries[key] += 1
+                count = f"{self._retries[key]}/{BUILTIN_MAX_RETRIES}"
+                said = f"check {kind}: {paths} does not parse -> retry {count}"
+                lines.append(Show("check", said))
+            else:
+                exhausted = True
+                errors = plural(len(found), "error")
+                lines.append(Show("check", closing_line(kind, errors, paths)))
+        return lines, exhausted
 
     def _on_check_done(self, msg: CheckDone) -> list[Action]:
         specs = {spec.name: spec for spec in self._checks()}
@@ -501,7 +541,8 @@ class AgentMachine:
         """How many times this turn the same tool and arguments got this same result: any
         error, or a success of a tool that changes no file (a change repeated is the write
         checks' to judge)."""
-        if not feedback.failed and call.name in CHANGING_TOOLS:
+        changed = not feedback.failed or _parse_breakage(feedback) is not None
+        if changed and call.name in CHANGING_TOOLS:
             return 0
         key = (call.name, _arguments_key(call), feedback.as_text())
         self._repeats[key] += 1
@@ -522,12 +563,7 @@ class AgentMachine:
         structured = result.get("structuredContent") or {}
         if structured.get("status") == "pending_approval":
             meta.update(approval_id=structured.get("approval_id"), path=structured.get("path"))
-        elif (
-            isinstance(call, ToolCall)
-            and feedback.peer is None
-            and not feedback.error
-            and not result.get("isError")
-        ):
+        elif isinstance(call, ToolCall) and _changed_paths(call, feedback):
             key = CHANGING_TOOLS.get(call.name)
             if call.name == "move_path":
                 meta["changed"] = f"{call.arguments.get('source')} -> "
@@ -563,10 +599,29 @@ def _paths_of(call: ToolCall | InvalidToolCall) -> list[str]:
     return [path.removeprefix("./") for path in found if isinstance(path, str)]
 
 
-def _changed_paths(call: ToolCall | InvalidToolCall, feedback: ToolExecutionFeedback) -> list[str]:
-    """The paths a local changing call changed: none when it failed or waits for approval."""
+def _parse_breakage(feedback: ToolExecutionFeedback) -> dict[str, Any] | None:
+    """The `structured["parse"]` of a local write's result that left a file unparsable
+    (`checks.builtin.Breakage.summary`), else None."""
     result = feedback.result or {}
-    if feedback.peer is not None or feedback.error or result.get("isError"):
+    parse = (result.get("structuredContent") or {}).get("parse")
+    if feedback.peer is None and isinstance(parse, dict) and parse.get("status") == "broken":
+        return parse
+    return None
+
+
+_PARSE_EXHAUSTED = (
+    f"\n[the file still does not parse after {BUILTIN_MAX_RETRIES} retries: the turn was "
+    "stopped. Do not try again unasked; tell the person what is wrong.]"
+)
+
+
+def _changed_paths(call: ToolCall | InvalidToolCall, feedback: ToolExecutionFeedback) -> list[str]:
+    """The paths a local changing call changed: none when it failed (except a write that
+    left its file unparsable: it was written) or waits for approval."""
+    result = feedback.result or {}
+    if feedback.peer is not None or feedback.error:
+        return []
+    if result.get("isError") and _parse_breakage(feedback) is None:
         return []
     if (result.get("structuredContent") or {}).get("status") in (
         "pending_approval",

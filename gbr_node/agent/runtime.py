@@ -15,6 +15,7 @@ share one `Stop`: `CancelCheck` (`/s`, Ctrl-C) kills them at once.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -36,6 +37,7 @@ from gbr_node.agent.messages import CheckDone, DirectPrompt
 from gbr_node.agent.oracle import ChatModel, run_inference
 from gbr_node.checks.plan import CheckRun, CheckTarget
 from gbr_node.checks.verdict import judge
+from gbr_node.tools.base import TURN
 from gbr_node.tools.process import Stop
 
 
@@ -84,6 +86,8 @@ class AgentRuntime:
         self._checks = checks
         self._baseline: dict[CheckTarget, CheckRun] = {}
         self._baseline_turn = 0
+        self._started = time.strftime("%Y%m%d-%H%M%S")
+        """This runtime's start, in the ids of its turns' checkpoints (`TURN`)."""
         self._baseline_ready: dict[int, trio.Event] = {}
         self._stops: dict[int, Stop] = {}
         self.last_check: tuple[CheckRun, ...] = ()
@@ -147,6 +151,7 @@ class AgentRuntime:
         ready = self._baseline_ready.get(action.prompt_id)
         if ready is not None:
             await ready.wait()
+        TURN.set(f"{self._started}.{action.turn}")  # this task's context only (GBR-UNDO-01)
         await self._dispatcher.run(action.prompt_id, action.call, self.inbox)
 
     async def run_checks(self, wanted: tuple[CheckTarget, ...], stop: Stop) -> tuple[CheckRun, ...]:

@@ -2,6 +2,7 @@
 silent self-correction after an answer's writes. Every module here is pure; the
 programs run through `tools.checkrunner.CheckRunner`, beside run_command.
 
+    builtin      does a written .py/.json/.toml/.ini file still parse?   [pure]
     detect       the `[checks]` that `gbr-node init` writes for a folder  [pure]
     diagnostics  a check's output -> errors; which ones a turn added      [pure]
     plan         check sets, targets, runs, format outcomes               [pure]

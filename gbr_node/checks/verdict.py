@@ -4,7 +4,8 @@
 (`checks.diagnostics.new_diagnostics`): only errors the change added count.
 A `Verdict` says it twice: a one-line status for the person
 (`check ruff: 2 new errors -> retry 1/3`, `check ruff ok (after 2 retries)`,
-`check ruff still failing after 3 retries (/check shows it)`) and a note for
+`check ruff still failing: 2 errors in app.py — /check shows them, /undo takes
+the turn back`, the turn's closing line) and a note for
 the model, appended to the result of the tool call that made the change,
 with the new errors as short lines (no traceback, at most ~2,000 characters).
 """
@@ -50,8 +51,9 @@ class Verdict:
         name = f"check {self.name}"
         if self.new:
             if exhausted:
-                spent = plural(max_retries, "retry", "retries")
-                return f"{name} still failing after {spent} (/check shows it)"
+                paths = ", ".join(dict.fromkeys(d.path for d in self.new if d.path))
+                errors = plural(len(self.new), "error")
+                return closing_line(self.name, errors, paths, shown_by="/check")
             return f"{name}: {plural(len(self.new), 'new error')} -> retry {retry}/{max_retries}"
         if self.timed_out is not None:
             return f"{name} timed out after {self.timed_out:g} s (killed)"
@@ -106,6 +108,17 @@ class Verdict:
             return f"[{name} was not run: {self.not_run}]"
         older = f"; {plural(self.before, 'older error')} remain, not yours" if self.before else ""
         return f"[{name}: ok, no new errors{older}]"
+
+
+def closing_line(name: str, errors: str, paths: str, shown_by: str | None = None) -> str:
+    """The line a turn ends with while check `name` still fails after its retries
+    (GBR-TRUTH-01): `check python still failing: 3 errors in calc.py — /check shows
+    them, /undo takes the turn back`. `errors` is the counted noun (`3 errors`),
+    `paths` the files (may be ""), `shown_by` the command that shows the errors."""
+    where = f" in {paths}" if paths else ""
+    them = "it" if errors.startswith("1 ") else "them"
+    shows = f"{shown_by} shows {them}, " if shown_by else ""
+    return f"check {name} still failing: {errors}{where} — {shows}/undo takes the turn back"
 
 
 def judge(runs: Sequence[CheckRun], baseline: Mapping[CheckTarget, CheckRun]) -> list[Verdict]:

@@ -21,6 +21,7 @@ Shape (every key optional; defaults below):
     [watch]      poll_interval_s
     [library]    environments, sources, prelookup, context_tokens
     [checks.NAME] files, formatter, formatter_mode, check, timeout_s, max_retries
+    [checks]     builtin = true (the built-in parse check of .py/.json/.toml/.ini writes)
 """
 
 from __future__ import annotations
@@ -504,6 +505,27 @@ class Profile(_Frozen):
     watch: WatchConfig = WatchConfig()
     library: LibraryConfig = LibraryConfig()
     checks: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], CheckSet] = {}
+    builtin_checks: bool = True
+    """`[checks] builtin`: whether write_file and edit_file report a .py, .json, .toml
+    or .ini file they leave unparsable as an error (`checks.builtin`, GBR-TRUTH-01)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_switch(cls, data: object) -> object:
+        # `[checks] builtin = false` shares its table with the `[checks.NAME]` sets: it
+        # is taken out here, so `checks` stays a table of sets and a misspelt key in
+        # it is still an error (a set named `builtin` cannot exist).
+        if not isinstance(data, dict) or not isinstance(data.get("checks"), dict):
+            return data
+        checks = dict(data["checks"])
+        if "builtin" not in checks:
+            return data
+        switch = checks.pop("builtin")
+        if not isinstance(switch, bool):
+            raise ValueError("[checks] builtin must be true or false")
+        if "builtin_checks" in data:
+            raise ValueError("give [checks] builtin, not builtin_checks")
+        return {**data, "checks": checks, "builtin_checks": switch}
 
     @field_validator("mcp_servers")
     @classmethod

@@ -70,7 +70,9 @@ class CommandPolicy:
             patterns += self.sandbox.private.remote
         found = {os.path.realpath(hit) for hit in _expand(patterns)}
         found.add(os.path.join(self.sandbox.root, NODE_STATE))
-        return sorted(path for path in found if os.path.lexists(path))
+        existing = sorted(path for path in found if os.path.lexists(path))
+        # the topmost only: a secret folder hides what is below it
+        return [p for p in existing if not any(p.startswith(q + os.sep) for q in existing)]
 
 
 def _expand(patterns: list[str]) -> list[str]:

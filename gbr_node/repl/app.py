@@ -72,6 +72,8 @@ class NodeControl(Protocol):
 
     async def check_command(self, args: str) -> str: ...
 
+    async def undo_command(self, name: str, args: str) -> str: ...
+
     async def chat_command(self, name: str, args: str) -> str:
         """`/msg ALIAS TEXT`, `/inbox`, `/thread ALIAS [THREAD]`."""
         ...
@@ -288,6 +290,8 @@ class Repl:
                 out(await node.lib_command(cmd.args))
             elif cmd.name == "check":
                 out(await node.check_command(cmd.args))
+            elif cmd.name in ("undo", "checkpoints"):
+                out(await node.undo_command(cmd.name, cmd.args))
             elif cmd.name in CHAT_COMMANDS:
                 text = await node.chat_command(cmd.name, cmd.args)
                 if text:

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("", "tokens, time and tool calls of this session (and cost, if priced)"),
     "env": ("[use NAME | reload]", "show, switch or reload the environment profile"),
     "check": ("[run]", "show the last write check's full output; /check run runs the checks now"),
+    "undo": ("[N]", "take back the files the last (N) turns changed"),
+    "checkpoints": ("", "recent turns and peers' calls with the files each changed"),
     "approvals": ("[--all]", "list approvals of protected writes (pending ones by default)"),
     "show": ("N", "details and diff of approval N"),
     "approve": ("N [--force]", "approve approval N and apply it"),

@@ -7,18 +7,43 @@ Kept apart from `registry.py` so the tool modules (`files`, `tree`, `search`,
 
 from __future__ import annotations
 
+import contextvars
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from gbr_node.checkpoints.plan import Owner
 from gbr_node.sandbox import caller
 
 # Who the call is for (GBR-PRIV-01): kept in the sandbox, the lowest layer that reads it.
 # Approvals record it as the requester; a peer's write gets its check outcome in its
 # result (UNW-AI-01).
 CALLER = caller.CALLER
+
+TURN: contextvars.ContextVar[str | None] = contextvars.ContextVar("gbr_turn", default=None)
+"""The id of the local agent's turn the tool call being run belongs to, set by the
+agent's runtime for each call it runs (None: not the agent's call). Checkpoints
+of the call's changes are labelled with it (GBR-UNDO-01)."""
+
+
+def change_owner() -> Owner:
+    """Whom the change the running tool call makes is for (GBR-UNDO-01): the agent's
+    turn (`TURN`; its calls share one group), or one group per call of a peer
+    (`CALLER`, labelled with its alias) or of anyone else on this machine (a
+    `gbr-node tool` command, an MCP client)."""
+    peer, alias = CALLER.get()
+    turn = TURN.get()
+    if peer in (caller.CLI, caller.MCP):
+        label = "command" if peer == caller.CLI else "MCP client"
+        return Owner("call", label, f"call {secrets.token_hex(8)}")
+    if peer != caller.LOCAL:
+        return Owner("peer", alias or peer, f"peer {peer} {secrets.token_hex(8)}")
+    if turn is not None:
+        return Owner("turn", turn, f"turn {turn}")
+    return Owner("call", "command", f"call {secrets.token_hex(8)}")
 
 
 class Params(BaseModel):

@@ -46,11 +46,12 @@ from typing import Annotated
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from gbr_node.checkpoints.store import CheckpointStore
 from gbr_node.config.profile import RunCommandConfig
 from gbr_node.confine import for_commands
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
-from gbr_node.tools.base import Params, Tool, ToolResult
+from gbr_node.tools.base import Params, Tool, ToolResult, change_owner
 from gbr_node.tools.flags import (
     GitParts,
     abbreviates,
@@ -184,9 +185,16 @@ class RunCommandParams(Params):
 class CommandRunner:
     """Check and run one `run_command` call under a fixed allow-list."""
 
-    def __init__(self, config: RunCommandConfig, sandbox: Sandbox, search_path: str):
+    def __init__(
+        self,
+        config: RunCommandConfig,
+        sandbox: Sandbox,
+        search_path: str,
+        checkpoints: CheckpointStore | None = None,
+    ):
         self._config = config
         self._sandbox = sandbox
+        self._checkpoints = checkpoints
         trusted = trusted_search_path(search_path, sandbox.root)
         self.allowed = resolve_allow_list(config, sandbox.root, trusted)
         executables = tuple(program.executable for program in self.allowed.values())
@@ -261,6 +269,7 @@ class CommandRunner:
         )
         with changes.exclusive(timeout, alone.name) if alone else changes.shared():
             command = self.check(params.argv, params.cwd)
+            before = None if self._checkpoints is None else self._checkpoints.snapshot()
             done = run_bounded(
                 command.argv,
                 cwd=command.cwd,
@@ -269,6 +278,9 @@ class CommandRunner:
                 max_output_bytes=cap,
                 policy=self._policy,
             )
+            kept = ""
+            if self._checkpoints is not None and before is not None:
+                kept = self._checkpoints.settle_command(change_owner(), before)
         lines = [f"$ {shlex.join(params.argv)}"]
         if done.timed_out:
             lines.append(f"timed out after {timeout:g} s; the process group was killed")
@@ -281,6 +293,8 @@ class CommandRunner:
                 lines.append(f"--- {label} ---\n{data.decode('utf-8', errors='replace')}")
         if not (done.stdout or done.stderr):
             lines.append("(no output)")
+        if kept:
+            lines.append(kept)
         if done.dropped_bytes:
             lines.append(
                 f"[output cut at {cap} bytes (stdout and stderr together); "
@@ -320,7 +334,14 @@ def _confinement_note(config: RunCommandConfig) -> str:
     )
 
 
-def command_tool(config: RunCommandConfig, sandbox: Sandbox, search_path: str) -> Tool:
-    """The `run_command` tool, its allow-list fixed now from `search_path` (os.pathsep-joined)."""
-    runner = CommandRunner(config, sandbox, search_path)
+def command_tool(
+    config: RunCommandConfig,
+    sandbox: Sandbox,
+    search_path: str,
+    checkpoints: CheckpointStore | None = None,
+) -> Tool:
+    """The `run_command` tool, its allow-list fixed now from `search_path` (os.pathsep-joined);
+    the files a command changes in the root are checkpointed in `checkpoints` (GBR-UNDO-01:
+    `CheckpointStore.snapshot` before it, `settle_command` after it)."""
+    runner = CommandRunner(config, sandbox, search_path, checkpoints)
     return Tool("run_command", _describe(runner, config), RunCommandParams, runner.run)

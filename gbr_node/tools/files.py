@@ -14,6 +14,12 @@ gives the changed lines so the caller's next `edit_file` is not stale. A
 protected file's content is never formatted while it waits for approval.
 A peer's write (`CALLER` is not local) also gets the check's verdict in its
 result (UNW-AI-01): the baseline is taken before the write, the check after.
+
+Verified edits (GBR-TRUTH-01, `checks.builtin`): unless the profile says
+`[checks] builtin = false`, a write or edit that leaves a .py, .json, .toml or
+.ini file unparsable (when it parsed before, or is new) is written as asked
+but its result is an error (`app.py no longer parses: line 3: ...`) carrying
+`structured["parse"]`, which the agent's machine retries like a check.
 """
 
 from __future__ import annotations
@@ -27,13 +33,15 @@ from typing import Any, Protocol
 
 from pydantic import Field
 
+from gbr_node.checkpoints.store import CheckpointStore, keeping
+from gbr_node.checks.builtin import breakage, kind_of
 from gbr_node.checks.plan import FormatOutcome
 from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
 from gbr_node.sandbox.caller import caller_is_remote
-from gbr_node.tools.base import Params, Tool, ToolResult
+from gbr_node.tools.base import Params, Tool, ToolResult, change_owner
 from gbr_node.tools.rootlock import root_lock
 
 QUICK_READ_MAX_BYTES = 4 * 1024 * 1024
@@ -137,14 +145,25 @@ class SaveChecks(Protocol):
 
 
 class FileTools:
-    """Handlers of the file content tools, bound to one sandbox, read cap (bytes) and
-    the profile's checks (None: no format on save)."""
+    """Handlers of the file content tools, bound to one sandbox, read cap (bytes),
+    the profile's checks (None: no format on save) and whether the built-in parse
+    check runs (`verify`, GBR-TRUTH-01)."""
 
-    def __init__(self, sandbox: Sandbox, read_max_bytes: int, checks: SaveChecks | None = None):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        read_max_bytes: int,
+        checks: SaveChecks | None = None,
+        *,
+        verify: bool = True,
+        checkpoints: CheckpointStore | None = None,
+    ):
         self._sandbox = sandbox
+        self._checkpoints = checkpoints
         self._cap = read_max_bytes
         self._changes = root_lock(sandbox.root)
         self._checks = checks
+        self._verify = verify
 
     def read_file(self, params: ReadFileParams) -> ToolResult:
         """Numbered lines `offset`..`offset+limit-1`; says the total and what was cut.
@@ -191,7 +210,8 @@ class FileTools:
         existed = where.path.exists()
         before = self._old_text(where) if existed else None
         verb = "replaced" if existed else "created"
-        return self._save(where, before, params.content, f"{verb} {where.relative}")
+        said = f"{verb} {where.relative}"
+        return self._save(where, before, params.content, said, existed=existed, sized=True)
 
     def edit_file(self, params: EditFileParams) -> ToolResult:
         """Replace `old_string` by `new_string`: exactly one match, or all with `replace_all`.
@@ -217,43 +237,66 @@ class FileTools:
         )
         self._refuse_protected("edit_file", where, new_text)
         noun = "occurrence" if count == 1 else "occurrences"
-        return self._save(
-            where, text, new_text, f"edited {where.relative}: replaced {count} {noun}"
-        )
+        said = f"edited {where.relative}: replaced {count} {noun}"
+        return self._save(where, text, new_text, said, existed=True, sized=False)
 
     def _old_text(self, where: Resolved) -> str | None:
-        """The text a file holds before the change (None without checks), or a NUL
-        (never a formatter's output) when it cannot be read as text: then it is not
-        formatted."""
-        if self._checks is None:
+        """The text a file holds before the change (None without checks and without a
+        built-in parse of its kind), or a NUL (never a formatter's output, never
+        parses) when it cannot be read as text: then it is not formatted, nor blamed."""
+        if self._checks is None and not (self._verify and kind_of(where.relative)):
             return None
         try:
             return load_text(self._sandbox, where.path, where.relative, self._cap)
         except ToolError:
             return "\x00"
 
-    def _save(self, where: Resolved, before: str | None, content: str, said: str) -> ToolResult:
-        """Format (UBQ-DEV-02), write atomically, and, for a peer, check (UNW-AI-01)."""
-        if self._checks is None:
-            data = content.encode("utf-8")
-            with self._changes.shared():
-                self._sandbox.write_atomic(where.path, data)
-            return ToolResult.text(f"{said} ({len(data)} bytes)" if before is None else said)
-        outcome = self._checks.format(where.relative, before, content)
-        after = self._checks.peer_check(where.relative) if caller_is_remote() else None
+    def _save(
+        self,
+        where: Resolved,
+        before: str | None,
+        content: str,
+        said: str,
+        *,
+        existed: bool,
+        sized: bool,
+    ) -> ToolResult:
+        """Format (UBQ-DEV-02), write atomically, verify that it parses (GBR-TRUTH-01)
+        and, for a peer, check (UNW-AI-01). `before` is the old text (None: new, or
+        not read); `sized` adds the byte count to `said`."""
+        outcome = (
+            FormatOutcome("none", content)
+            if self._checks is None
+            else self._checks.format(where.relative, before, content)
+        )
+        after = None
+        if self._checks is not None and caller_is_remote():
+            after = self._checks.peer_check(where.relative)
         data = outcome.content.encode("utf-8")
-        with self._changes.shared():
+        with self._changes.shared(), keeping(self._checkpoints, change_owner, [where.relative]):
             self._sandbox.write_atomic(where.path, data)
-        lines = [f"{said} ({len(data)} bytes)"]
+        lines = [f"{said} ({len(data)} bytes)" if sized or self._checks is not None else said]
         note = format_note(outcome, content)
         if note:
             lines.append(note)
-        structured: dict[str, Any] = {"format": outcome.status}
-        if after is not None:
+        structured: dict[str, Any] | None = None
+        if self._checks is not None:
+            structured = {"format": outcome.status}
+        if after is not None and structured is not None:
             verdicts = after()
             lines += [v.note() for v in verdicts]
             structured["check"] = [v.summary() for v in verdicts]
-        return ToolResult.text("\n".join(lines), structured=structured)
+        broken = (
+            breakage(where.relative, before if existed else None, outcome.content)
+            if self._verify
+            else None
+        )
+        if broken is None:
+            return ToolResult.text("\n".join(lines), structured=structured)
+        lines.insert(0, broken.text)
+        lines.append("[the file was written as given; fix it so that it parses]")
+        structured = {**(structured or {}), "parse": broken.summary()}
+        return ToolResult.text("\n".join(lines), is_error=True, structured=structured)
 
     @staticmethod
     def _refuse_protected(tool: str, where: Resolved, content: str) -> None:
@@ -262,11 +305,19 @@ class FileTools:
 
 
 def file_tools(
-    config: ToolsConfig, sandbox: Sandbox, checks: SaveChecks | None = None
+    config: ToolsConfig,
+    sandbox: Sandbox,
+    checks: SaveChecks | None = None,
+    *,
+    verify: bool = True,
+    checkpoints: CheckpointStore | None = None,
 ) -> list[Tool]:
     """`read_file`, `write_file` and `edit_file`, bound to `sandbox` (and, for format on
-    save, to `checks`)."""
-    handlers = FileTools(sandbox, config.read_max_bytes, checks)
+    save, to `checks`; `verify`: the built-in parse check, GBR-TRUTH-01; every write
+    is checkpointed in `checkpoints` first, GBR-UNDO-01)."""
+    handlers = FileTools(
+        sandbox, config.read_max_bytes, checks, verify=verify, checkpoints=checkpoints
+    )
     cap = config.read_max_bytes
     return [
         Tool(

@@ -22,6 +22,7 @@ from typing import Any
 import trio
 from pydantic import ValidationError
 
+from gbr_node.checkpoints.store import CheckpointStore
 from gbr_node.config.profile import ALL_LOCAL_TOOLS, ToolsConfig
 from gbr_node.errors import ApprovalRequired, InvalidArguments, ToolError, UnknownTool
 from gbr_node.library.index import LibraryIndex
@@ -153,6 +154,8 @@ def build_registry(
     extra: Iterable[Tool] = (),
     library: LibraryIndex | None = None,
     checks: files.SaveChecks | None = None,
+    verify: bool = True,
+    checkpoints: CheckpointStore | None = None,
 ) -> Registry:
     """Build the registry of the tools `tools` enables, bound to `sandbox`.
 
@@ -166,16 +169,23 @@ def build_registry(
     own, such as `approval_status`) are added whatever `tools` says.
     `search_library` and `read_library` exist when a `library` index is given
     (issue 18). `checks` formats what write_file and edit_file save (UBQ-DEV-02,
-    `files.SaveChecks`).
+    `files.SaveChecks`); `verify` (the profile's `[checks] builtin`) makes a write that
+    leaves a file unparsable an error result (GBR-TRUTH-01, `checks.builtin`). With
+    `checkpoints`, every change the tools make is checkpointed first (GBR-UNDO-01).
     """
-    built = (*files.file_tools(tools, sandbox, checks), *tree.tree_tools(sandbox))
+    built = (
+        *files.file_tools(tools, sandbox, checks, verify=verify, checkpoints=checkpoints),
+        *tree.tree_tools(sandbox, checkpoints),
+    )
     available = {tool.name: tool for tool in (*built, search.search_tool(tools, sandbox))}
     if library is not None:
         available.update((tool.name, tool) for tool in library_tools(library))
     if tools.is_enabled("run_command"):
         if os.name == "posix":
             path = os.environ.get("PATH", os.defpath) if search_path is None else search_path
-            available["run_command"] = commands.command_tool(tools.run_command, sandbox, path)
+            available["run_command"] = commands.command_tool(
+                tools.run_command, sandbox, path, checkpoints
+            )
         else:
             log.warning("run_command needs POSIX process groups; left out on %s", os.name)
     names = [name for name in ALL_LOCAL_TOOLS if name in available and tools.is_enabled(name)]

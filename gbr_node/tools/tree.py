@@ -11,15 +11,17 @@ neither moved nor deleted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path, PurePath
 
 from pydantic import Field
 
+from gbr_node.checkpoints.store import CheckpointStore, keeping
 from gbr_node.errors import ApprovalRequired, SecurityViolation, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
-from gbr_node.tools.base import Params, Tool, ToolResult
+from gbr_node.tools.base import Params, Tool, ToolResult, change_owner
 from gbr_node.tools.rootlock import root_lock
 
 MAX_LIST_ENTRIES = 500
@@ -56,9 +58,14 @@ class ListDirParams(Params):
 class TreeTools:
     """Handlers of the folder tools, bound to one sandbox."""
 
-    def __init__(self, sandbox: Sandbox):
+    def __init__(self, sandbox: Sandbox, checkpoints: CheckpointStore | None = None):
         self._sandbox = sandbox
         self._changes = root_lock(sandbox.root)
+        self._checkpoints = checkpoints
+
+    def _keeping(self, relatives: list[str]) -> contextlib.AbstractContextManager[None]:
+        """Checkpoint `relatives` (files, or folders: their files) around a change."""
+        return keeping(self._checkpoints, change_owner, relatives)
 
     def _entry(self, path: str) -> tuple[Resolved, Path, str]:
         """The checked path, the filesystem entry to act on (the link itself when
@@ -111,7 +118,7 @@ class TreeTools:
         if os.path.lexists(dst) and not os.path.samestat(os.lstat(src), os.lstat(dst)):
             raise ToolError(f"{dst_rel} already exists; delete it first or pick another name")
         try:
-            with self._changes.shared():
+            with self._changes.shared(), self._keeping([src_rel, dst_rel]):
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(src, dst)
         except OSError as exc:
@@ -145,7 +152,7 @@ class TreeTools:
         if touched:
             raise ApprovalRequired("delete_path", rel, str(target), detail={"protected": touched})
         try:
-            with self._changes.shared():
+            with self._changes.shared(), self._keeping([rel]):
                 if target.is_dir() and not target.is_symlink():
                     count = sum(len(d) + len(f) for _, d, f in os.walk(target))
                     shutil.rmtree(target)
@@ -212,9 +219,10 @@ def _tally(lines: list[str]) -> str:
     return ": " + ", ".join(counts) if counts else ""
 
 
-def tree_tools(sandbox: Sandbox) -> list[Tool]:
-    """`move_path`, `delete_path` and `list_dir`, bound to `sandbox`."""
-    handlers = TreeTools(sandbox)
+def tree_tools(sandbox: Sandbox, checkpoints: CheckpointStore | None = None) -> list[Tool]:
+    """`move_path`, `delete_path` and `list_dir`, bound to `sandbox`; moves and deletes
+    are checkpointed in `checkpoints` first (GBR-UNDO-01)."""
+    handlers = TreeTools(sandbox, checkpoints)
     return [
         Tool(
             "move_path",

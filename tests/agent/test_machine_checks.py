@@ -96,7 +96,10 @@ def test_the_turn_stops_after_max_retries_and_says_so():
         if n < 2:
             pid = started[0].prompt.prompt_id
     assert not started and m.state is State.IDLE
-    assert Show("check", "check ruff still failing after 2 retries (/check shows it)") in actions
+    closing = (
+        "check ruff still failing: 1 error in app.py — /check shows it, /undo takes the turn back"
+    )
+    assert Show("check", closing) in actions
     assert "still fails after 2 retries" in m.session.request_messages()[-1]["content"]
 
 
@@ -159,3 +162,51 @@ def test_a_prompt_during_a_check_is_queued():
     m.handle(written(pid, "c1"))
     assert [a.kind for a in m.handle(UserPrompt("and then?"))] == ["queued"]
     assert m.state is State.CHECKING
+
+
+def broken_write(pid, call_id, path="app.py", kind="python"):
+    """A write_file result that left `path` unparsable (tools.files, checks.builtin)."""
+    parse = {"status": "broken", "kind": kind, "path": path, "error": "line 1: invalid syntax"}
+    result = {
+        "content": [{"type": "text", "text": f"{path} no longer parses: line 1: invalid syntax"}],
+        "isError": True,
+        "structuredContent": {"parse": parse},
+    }
+    return ToolExecutionFeedback(pid, call_id, "write_file", result=result)
+
+
+def test_a_write_that_breaks_a_file_is_retried_silently_then_the_turn_closes_with_one_line():
+    """GBR-TRUTH-01: the built-in parse check counts like a check set: one status line per
+    retry, the same call repeated is not a runaway, and the cap ends the turn with the
+    closing line naming the file and /undo."""
+    m = make(specs=())
+    pid = start(m)
+    lines = []
+    for n in range(4):
+        m.handle(OracleDone(pid, "", (write("c"),), "tool_calls"))
+        actions = m.handle(broken_write(pid, "c"))
+        lines += [a.text for a in actions if isinstance(a, Show) and a.kind == "check"]
+        started = only(actions, StartInference)
+        if n < 3:
+            (first,) = started
+            pid = first.prompt.prompt_id
+    assert not started and m.state is State.IDLE
+    assert lines == [
+        "check python: app.py does not parse -> retry 1/3",
+        "check python: app.py does not parse -> retry 2/3",
+        "check python: app.py does not parse -> retry 3/3",
+        "check python still failing: 1 error in app.py — /undo takes the turn back",
+    ]
+    last = m.session.request_messages()[-1]["content"]
+    assert last.startswith("error: app.py no longer parses") and "still does not parse" in last
+
+
+def test_a_broken_write_still_counts_as_a_change_for_the_configured_checks():
+    """GBR-TRUTH-01: the file was written, so `[checks.NAME]` add to the built-in check."""
+    m = make()
+    pid = start(m)
+    answer_with_write(m, pid, "c1")
+    actions = m.handle(broken_write(pid, "c1"))
+    assert Show("check", "check python: app.py does not parse -> retry 1/3") in actions
+    (check,) = only(actions, RunCheck)
+    assert check.targets == (CheckTarget("ruff", "app.py"),)

@@ -111,12 +111,17 @@ def test_a_check_still_failing_stops_after_max_retries_and_no_traceback_is_shown
     )
     term = run_node()
     term.sendline("write an area function in app.py")
-    term.expect(r"check parse still failing after 2 retries \(/check shows it\)")
+    term.expect(
+        r"check parse still failing: 1 error in app.py — /check shows it, /undo takes the turn back"
+    )
     time.sleep(0.5)  # room for a fourth request, had one been sent
     term.pump()
     screen = term.text()
     assert "check parse: 1 new error -> retry 1/2" in screen
     assert "check parse: 1 new error -> retry 2/2" in screen
+    # the built-in parse check (GBR-TRUTH-01) blames only the first write: after it the
+    # file did not parse before each write
+    assert screen.count("check python: app.py does not parse -> retry 1/3") == 1
     assert "Traceback" not in screen and "SyntaxError" not in screen
     bodies = model_server.chat_bodies
     assert len(bodies) == 3  # the first answer and two retries; no fourth request
