@@ -32,6 +32,7 @@ from gbr_node.checks.diagnostics import diagnostics_text, plural
 from gbr_node.checks.verdict import Verdict
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
+from gbr_node.sandbox.caller import CLI, LOCAL, MCP
 from gbr_node.textcells import one_line
 
 if TYPE_CHECKING:
@@ -311,9 +312,14 @@ def _verdict_lines(verdict: Verdict) -> list[str]:
     return [head + ":", *(f"    {line}" for line in body)]
 
 
+ORIGINS = {LOCAL: "the agent", CLI: "the command line", MCP: "an MCP client"}
+"""How a requester that is no peer is named (issue 31, approvals by origin)."""
+
+
 def _who(a: Approval) -> str:
-    who = f"{a.requester_alias} ({a.requester})" if a.requester_alias else a.requester
-    return one_line(who, 120)
+    if a.requester_alias:
+        return one_line(f"{a.requester_alias} ({a.requester})", 120)
+    return ORIGINS.get(a.requester) or one_line(a.requester, 120)
 
 
 def _when(at: float | None) -> str:
