@@ -66,10 +66,20 @@ def registry(home: Path):
     return build_registry(ToolsConfig(), sandbox, search_path="/usr/bin:/bin")
 
 
-@pytest.fixture(params=["local", "peer"])
+CALLERS = {
+    "local": ("local", None),
+    "cli": ("cli", None),
+    "peer": ("12D3KooWpeer", "bob"),
+    "mcp": ("mcp", None),
+}
+
+
+@pytest.fixture(params=list(CALLERS))
 def caller(request: pytest.FixtureRequest) -> Iterator[str]:
-    token = CALLER.set(("local", None) if request.param == "local" else ("12D3KooWpeer", "bob"))
-    yield request.param
+    """Who calls: this node's agent or the person's command (local), a peer or an MCP
+    client (remote)."""
+    token = CALLER.set(CALLERS[request.param])
+    yield "local" if request.param in ("local", "cli") else "peer"
     CALLER.reset(token)
 
 
