@@ -93,9 +93,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     import shutil
 
     from gbr_node.checks.detect import LANGUAGES, checks_block
-    from gbr_node.config.loader import default_template
+    from gbr_node.config.loader import default_template, state_folder
 
     project = Path(args.project or Path.cwd()).resolve()
+    state_folder(project)
     target_dir = project / ".gbr_envs"
     target = target_dir / "default.toml"
     if target.exists():
@@ -156,7 +157,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
     """Run one local tool under the active profile and print its MCP result."""
     from gbr_node.approvals import ApprovalLog, default_path
     from gbr_node.approvals.desk import ApprovalDesk
-    from gbr_node.config.loader import build_sandbox
+    from gbr_node.config.loader import build_sandbox, state_folder
     from gbr_node.tools.checkrunner import CheckRunner
     from gbr_node.tools.registry import build_registry
 
@@ -165,6 +166,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     loaded = _load(args)
     sandbox = build_sandbox(loaded)
+    state_folder(loaded.project_dir)
     with ApprovalLog(default_path(loaded.project_dir)) as approvals:
         # A protected write asked from here waits in the log like any other (EVD-AI-01).
         desk = ApprovalDesk(approvals, lambda: sandbox)

@@ -31,7 +31,7 @@ from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.chat.server import ChatServer
-from gbr_node.config.loader import LoadedProfile, load_profile, profile_path
+from gbr_node.config.loader import LoadedProfile, load_profile, profile_path, state_folder
 from gbr_node.config.profile import ModelConfig, NodeConfig, TrustedPeer
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.control import EMBEDDED_FAILED, EMBEDDED_OFF, Node, missing_model_help
@@ -79,8 +79,7 @@ class NodeSettings:
 
 def setup_logging(project_dir: Path) -> logging.Handler:
     """Send every log record (ours and libraries') to `.gbr/node.log`, none to the terminal."""
-    path = project_dir / ".gbr" / "node.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = state_folder(project_dir) / "node.log"
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()

@@ -110,6 +110,17 @@ def _literal_pattern(relative: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in relative)
 
 
+def state_folder(project_dir: pathlib.Path) -> pathlib.Path:
+    """The project's `.gbr/` (the node's own state), made if missing, with a
+    `.gitignore` of `*` so that git never offers to commit it (issue 34)."""
+    folder = project_dir / NODE_STATE
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# the node's own state (gbr-node): never committed\n*\n", "utf-8")
+    return folder
+
+
 def find_project_dir(start: pathlib.Path) -> pathlib.Path:
     """Nearest folder, `start` itself or an ancestor, that holds a `.gbr_envs/` folder.
 

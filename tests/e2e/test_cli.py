@@ -158,3 +158,21 @@ def test_a_node_started_from_a_symlinked_folder_takes_paths_spelled_with_it(fres
     )
     assert out.returncode == 0, out.stderr
     assert "hello.txt" in out.stdout or "hi there" in out.stdout
+
+
+def test_the_node_s_state_folder_is_never_offered_to_git(tmp_path):
+    """issue 34: `.gbr/` (46 MB with the library index) must not show as untracked."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    assert gbr(project, "init").returncode == 0
+    assert gbr(project, "tool", "write_file", '{"path": "a.txt", "content": "x"}').returncode == 0
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert ".gbr/" not in status and "a.txt" in status
+    assert (project / ".gbr" / ".gitignore").read_text().strip().endswith("*")
