@@ -176,3 +176,48 @@ def test_the_node_s_state_folder_is_never_offered_to_git(tmp_path):
     ).stdout
     assert ".gbr/" not in status and "a.txt" in status
     assert (project / ".gbr" / ".gitignore").read_text().strip().endswith("*")
+
+
+@pytest.mark.parametrize(
+    ("content", "shown"),
+    [
+        ('name = "ok"\u202e // admin\n', "<U+202E>"),
+        ("a\u200bb = 1\n", "<U+200B>"),
+        ("x = 1\u2066\u2069\n", "<U+2066><U+2069>"),
+        ("bell\x07 = 1\n", "␇"),
+        ("esc = '\x1b[2J'\n", "␛[2J"),
+    ],
+)
+def test_approvals_show_makes_hidden_characters_visible_and_flags_the_line(
+    tmp_path, content, shown
+):
+    """GBR-PRIV-01 (Trojan Source, CVE-2021-42574): a proposed content's bidi controls,
+    zero-width and control characters are shown as marks, and the line is flagged."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert gbr(project, "init").returncode == 0
+    (project / "pyproject.toml").write_text("[project]\n")
+    arguments = json.dumps({"path": "pyproject.toml", "content": content})
+    assert gbr(project, "tool", "write_file", arguments).returncode == 0
+    out = gbr(project, "approvals", "show", "1").stdout
+    assert shown in out and "hidden or control characters on this line" in out
+    assert "\u202e" not in out and "\x1b[2J" not in out and "\u200b" not in out
+
+
+def test_a_long_proposed_diff_is_summarised_with_the_whole_one_command_away(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert gbr(project, "init").returncode == 0
+    (project / "pyproject.toml").write_text("[project]\n")
+    content = "".join(f"line_{n} = {n}\n" for n in range(5000))
+    arguments = json.dumps({"path": "pyproject.toml", "content": content})
+    assert gbr(project, "tool", "write_file", arguments).returncode == 0
+    short = gbr(project, "approvals", "show", "1").stdout
+    assert len(short.splitlines()) < 60
+    assert (
+        "diff cut: 5004 lines" in short
+        and "+5000 -1" in short
+        and "gbr-node approvals show 1 --full" in short
+    )
+    whole = gbr(project, "approvals", "show", "1", "--full").stdout
+    assert "line_4999 = 4999" in whole
