@@ -127,6 +127,9 @@ class CheckpointStore:
         self.blobs = db_path.parent / "checkpoints" / "blobs"
         self.max_bytes = max_bytes
         self._lock = threading.RLock()
+        self._db_path = db_path
+        self._reader: sqlite3.Connection | None = None
+        self._reader_lock = threading.Lock()
         self._seen: dict[str, tuple[int, int, str]] = {}  # run_command: (size, mtime) -> sha
         try:
             self.blobs.mkdir(parents=True, exist_ok=True)
@@ -142,6 +145,10 @@ class CheckpointStore:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
     # -- states and blobs ---------------------------------------------------
 
@@ -375,6 +382,25 @@ class CheckpointStore:
         return ""
 
     # -- listing, eviction, undo ----------------------------------------------
+
+    def changed_by(self, key: str) -> list[str]:
+        """The paths group `key` (an `Owner.key`, e.g. "turn ID") really changed, sorted:
+        those whose state after differs from the state before, and those whose change
+        never settled (it may have happened). [] for an unknown group. Reads through
+        a connection of its own, so it never waits for a change being kept (WAL):
+        quick enough for the event loop (GBR-TRUTH-01)."""
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = sqlite3.connect(
+                    self._db_path, timeout=1.0, isolation_level=None, check_same_thread=False
+                )
+            rows = self._reader.execute(
+                "SELECT e.path FROM entries e JOIN groups g ON g.id = e.group_id "
+                "WHERE g.key = ? AND (e.settled = 0 OR e.prior_sha IS NOT e.after_sha "
+                "OR e.prior_mode IS NOT e.after_mode) ORDER BY e.path",
+                (key,),
+            ).fetchall()
+        return [row[0] for row in rows]
 
     def groups(self, limit: int = 20) -> list[Group]:
         """The `limit` newest groups, newest first, with their paths."""

@@ -53,3 +53,17 @@ def test_undo_takes_a_turn_back_exactly_and_gbr_node_undo_redoes_it(
     term.expect("All clear now.")
     told = [m for m in model_server.requests[-1].body["messages"] if m["role"] == "user"]
     assert any("undid your changes" in str(m["content"]) for m in told), told
+
+
+def test_gbr_node_tool_changes_are_checkpointed_and_undone(fresh):
+    """GBR-UNDO-01: a `gbr-node tool` write is kept first, labelled as the command's."""
+    (fresh / "notes.txt").write_text("first\n")
+    wrote = gbr(fresh, "tool", "write_file", '{"path": "notes.txt", "content": "second\\n"}')
+    assert wrote.returncode == 0, wrote.stderr
+    assert (fresh / "notes.txt").read_text() == "second\n"
+    listing = gbr(fresh, "checkpoints")
+    assert "call command" in listing.stdout and "notes.txt" in listing.stdout, listing.stdout
+    group = listing.stdout.split()[0].lstrip("#")
+    undone = gbr(fresh, "undo", "--turn", group)
+    assert undone.returncode == 0 and "restored notes.txt" in undone.stdout, undone.stderr
+    assert (fresh / "notes.txt").read_text() == "first\n"
