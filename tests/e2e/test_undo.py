@@ -67,3 +67,34 @@ def test_gbr_node_tool_changes_are_checkpointed_and_undone(fresh):
     undone = gbr(fresh, "undo", "--turn", group)
     assert undone.returncode == 0 and "restored notes.txt" in undone.stdout, undone.stderr
     assert (fresh / "notes.txt").read_text() == "first\n"
+
+
+def test_undo_after_kill_9_of_the_node_mid_turn_restores_the_prior_state(
+    project, run_node, model_server
+):
+    """GBR-UNDO-01: the node dies (SIGKILL) right after its write, while the turn still
+    waits for the model; `gbr-node undo` from another process takes the write back."""
+    import signal
+
+    (project / "app.py").write_text("x = 1\n")
+    os.chmod(project / "app.py", 0o640)
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "app.py", "content": "x = 2\n"}),
+        tool_call_reply("write_file", {"path": "new.txt", "content": "n\n"}),
+        text_reply("never seen", pieces=50, delay_s=1.0),
+    )
+    term = run_node()
+    term.sendline("change app.py")
+    term.expect(r"✓ write_file path=new\.txt")
+    assert (project / "app.py").read_text() == "x = 2\n" and (project / "new.txt").exists()
+    term.child.kill(signal.SIGKILL)
+    term.child.wait()
+
+    listing = gbr(project, "checkpoints")
+    assert "app.py, new.txt" in listing.stdout, listing.stdout + listing.stderr
+    undone = gbr(project, "undo")
+    assert undone.returncode == 0, undone.stderr
+    assert "restored app.py" in undone.stdout and "removed new.txt" in undone.stdout
+    assert (project / "app.py").read_text() == "x = 1\n"
+    assert (project / "app.py").stat().st_mode & 0o777 == 0o640
+    assert not (project / "new.txt").exists()
