@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ def test_the_checkpoint_store_is_refused_to_every_tool_for_every_caller(
     token = CALLER.set(caller)
     try:
         for path in [".gbr/checkpoints.db", next(k for k in kept if "/blobs/" in k)]:
-            for tool, arguments in [
+            attempts: list[tuple[str, dict[str, Any]]] = [
                 ("read_file", {"path": path}),
                 ("write_file", {"path": path, "content": "forged"}),
                 ("edit_file", {"path": path, "old_string": "a", "new_string": "b"}),
@@ -94,7 +95,8 @@ def test_the_checkpoint_store_is_refused_to_every_tool_for_every_caller(
                 ("run_command", {"argv": ["cat", path]}),
                 ("run_command", {"argv": ["rm", path]}),
                 ("run_command", {"argv": ["cp", "notes.txt", path]}),
-            ]:
+            ]
+            for tool, arguments in attempts:
                 with pytest.raises(SecurityViolation):
                     registry.call(tool, arguments)
         found = registry.call("search_text", {"pattern": "before"}).content[0]["text"]
@@ -102,7 +104,9 @@ def test_the_checkpoint_store_is_refused_to_every_tool_for_every_caller(
     finally:
         CALLER.reset(token)
     assert {k: (project / k).read_bytes() for k in kept} == before
-    assert store.undo(store.select(), lambda r, d: (project / r).write_bytes(d)) == [
-        "restored notes.txt"
-    ]
+
+    def write(relative: str, data: bytes) -> None:
+        (project / relative).write_bytes(data)
+
+    assert store.undo(store.select(), write) == ["restored notes.txt"]
     store.close()
