@@ -10,6 +10,7 @@ profile), 2 usage error, 3 a peer was unreachable or refused the call.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -157,6 +158,8 @@ def cmd_tool(args: argparse.Namespace) -> int:
     """Run one local tool under the active profile and print its MCP result."""
     from gbr_node.approvals import ApprovalLog, default_path
     from gbr_node.approvals.desk import ApprovalDesk
+    from gbr_node.checkpoints.store import CheckpointStore
+    from gbr_node.checkpoints.store import default_path as checkpoints_path
     from gbr_node.config.loader import build_sandbox, state_folder
     from gbr_node.tools.checkrunner import CheckRunner
     from gbr_node.tools.registry import build_registry
@@ -167,7 +170,8 @@ def cmd_tool(args: argparse.Namespace) -> int:
     loaded = _load(args)
     sandbox = build_sandbox(loaded)
     state_folder(loaded.project_dir)
-    with ApprovalLog(default_path(loaded.project_dir)) as approvals:
+    store = CheckpointStore(checkpoints_path(loaded.project_dir), loaded.root)
+    with ApprovalLog(default_path(loaded.project_dir)) as approvals, contextlib.closing(store):
         # A protected write asked from here waits in the log like any other (EVD-AI-01).
         desk = ApprovalDesk(approvals, lambda: sandbox)
         registry = build_registry(
@@ -179,6 +183,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
             if loaded.profile.checks
             else None,
             verify=loaded.profile.builtin_checks,
+            checkpoints=store,  # its changes are the command's to undo (GBR-UNDO-01)
         )
         return _run_tool(registry, args.name, arguments, as_json=args.json)
 

@@ -12,6 +12,7 @@ import argparse
 import io
 import logging
 import os
+import sqlite3
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -151,6 +152,7 @@ class Node:
             self._announce_approval,
             self._approval_settled,
             checks=self.save_checks,
+            checkpoints=lambda: self.checkpoints,  # approved writes are checkpointed too
         )
         self.undelivered: dict[str, list[Approval]] = {}
         self._rejected_here: set[int] = set()  # its /reject already said so
@@ -380,9 +382,27 @@ class Node:
         """The profiles of this project (Tab after `/env use`)."""
         return list_profiles(self.loaded.project_dir)
 
+    def changed_by_turn(self, turn: str) -> list[str] | None:
+        """The files the agent's turn `turn` (its `TURN` id) changed, from the checkpoints
+        (GBR-TRUTH-01: what the turn's end says, never the model's words); None when
+        the store cannot be read."""
+        try:
+            return self.checkpoints.changed_by(f"turn {turn}")
+        except sqlite3.Error as exc:
+            log.warning("cannot read the checkpoints: %s", exc)
+            return None
+
     def pending_approval_ids(self) -> list[int]:
-        """Ids of the approvals waiting for a decision (the status line, Tab after `/approve`)."""
+        """Ids of the approvals waiting for a decision (Tab after `/approve`)."""
         return [approval.id for approval in self.approvals.list("pending")]
+
+    def agent_approval_ids(self) -> list[int]:
+        """Ids of the approvals still pending that this session's agent asked for: the
+        status line's "waiting for approval" (issue 31, approvals by origin). Requests
+        of peers, commands and MCP clients, and those of an earlier session, are not
+        the agent's to wait for: they are announced as notices only."""
+        asked = self.desk.asked_here
+        return [a.id for a in self.approvals.list("pending") if a.id in asked]
 
     def prices(self) -> tuple[str | None, float | None, float | None]:
         """`/usage`: the model in use and the profile's US$ per million tokens in and out."""
@@ -548,7 +568,9 @@ class Node:
             said = f": {one_line(why)}" if why else ""
             self.notice(f"approval #{approval.id} {approval.status}{said}")
         if approval.requester == LOCAL:
-            if self.runtime is not None:
+            # Only this session's agent (or the one it resumed) hears of its requests: an
+            # earlier session's model never saw #N, and a turn about it would be noise.
+            if self.runtime is not None and approval.id in self.desk.asked_here:
                 await self.runtime.inbox.send(ApprovalResolved(approval.id, text))
             return
         if approval.requester in (CLI, MCP):  # shown above; no one to tell, no turn
@@ -579,7 +601,12 @@ class Node:
             ns.id = int(words[0].lstrip("#"))
         out = io.StringIO()
         status = approvals_cli.main(
-            self.loaded.project_dir, lambda: self.sandbox, ns, out=out, checks=self.save_checks
+            self.loaded.project_dir,
+            lambda: self.sandbox,
+            ns,
+            out=out,
+            checks=self.save_checks,
+            checkpoints=lambda: self.checkpoints,
         )
         if name == "reject" and status == approvals_cli.EXIT_OK:
             self._rejected_here.add(ns.id)

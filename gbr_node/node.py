@@ -478,10 +478,21 @@ async def run_interactive(settings: NodeSettings) -> int:
     node = Node(loaded)
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
+    # A resumed session's agent asked for the approvals its history names: still its own.
+    node.desk.asked_here.update(
+        int(e.meta["approval_id"])
+        for e in session.entries
+        if isinstance(e.meta.get("approval_id"), int)
+    )
     machine = AgentMachine(session, node.chat_tools, checks=node.check_specs)
     repl = Repl(node, open_screen(color=_wants_color()))
     node.runtime = AgentRuntime(
-        machine, node.model, node.dispatcher, repl.show, checks=lambda: node.checks
+        machine,
+        node.model,
+        node.dispatcher,
+        repl.show,
+        checks=lambda: node.checks,
+        changed=node.changed_by_turn,  # each turn's end names the files it changed
     )
     try:
         async with trio.open_nursery() as everything:

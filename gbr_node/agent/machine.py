@@ -72,6 +72,11 @@ from gbr_node.llm.events import InvalidToolCall, ToolCall
 DEFAULT_MAX_STEPS = 25
 SMALL_MODEL_MAX_STEPS = 8  # embedded model or a window of at most 8192 tokens
 RUNAWAY_REPEATS = 3
+CUT_REASONS = {
+    "length": "answer cut at the model's token limit (max_tokens)",
+    "content_filter": "answer cut by the model server's content filter",
+}
+"""What the turn's end says of an answer cut short, by its `finish_reason` (GBR-TRUTH-01)."""
 MAX_CALLS_PER_ANSWER = 16  # more in one answer are answered "not run" (tiny models repeat)
 CHANGING_TOOLS = {"write_file": "path", "edit_file": "path", "delete_path": "path"}
 MOVING_TOOLS = {"move_path": ("source", "destination")}
@@ -146,11 +151,13 @@ class Show:
     """Something for the person to see. `kind`: prompt (a message of the person's
     starts a turn), waiting (an inference starts), text, reasoning, usage (an
     inference ended; `data["usage"]` is the server's usage object or None),
-    tool_start, tool_end, check, notice, error, queued, stale, turn_end."""
+    tool_start, tool_end, check, notice, error, queued, stale, turn_end. `turn`: for a
+    turn_end, the number of the turn that ended (not compared: a label)."""
 
     kind: str
     text: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    turn: int | None = field(default=None, compare=False)
 
 
 Action = StartInference | CancelInference | RunTool | TakeBaseline | RunCheck | CancelCheck | Show
@@ -269,7 +276,7 @@ class AgentMachine:
             message["tool_calls"] = [_wire_call(c) for c in calls]
         self.session.append(message, finish_reason=msg.finish_reason, usage=msg.usage)
         if not calls:
-            return [usage, *self._end_turn()]
+            return [usage, *self._end_turn(cut=CUT_REASONS.get(msg.finish_reason or ""))]
         self.state = State.AWAITING_TOOLS
         self._calls, self._results = calls, {}
         actions: list[Action] = [usage]
@@ -377,16 +384,17 @@ class AgentMachine:
                     )
         self._reset()
         if isinstance(msg, InterruptAndSuggest):
+            ending = self._turn_end("interrupted; suggestion sent")
             self.session.append({"role": "user", "content": SUGGESTION_PREFIX + msg.text})
             self._new_turn()
-            return actions + [Show("turn_end", "interrupted; suggestion sent"), *self._start()]
+            return actions + [ending, *self._start()]
         if self.queued:
             dropped = len(self.queued)
             actions.append(
                 Show("notice", f"dropped {dropped} queued message(s)", {"dropped": dropped})
             )
             self.queued.clear()
-        return actions + [Show("turn_end", "interrupted")]
+        return actions + [self._turn_end("interrupted")]
 
     def _on_update_env(self, msg: UpdateEnv) -> list[Action]:
         self.session.replace_system(msg.system_prompt)
@@ -572,9 +580,16 @@ class AgentMachine:
                 meta["changed"] = call.arguments[key]
         self.session.append(_tool_message(feedback.call_id, feedback.as_text() + note), **meta)
 
-    def _end_turn(self) -> list[Action]:
+    def _turn_end(self, text: str = "", cut: str | None = None) -> Show:
+        """The turn's last line (GBR-TRUTH-01), with its number (the runtime adds
+        `data["changed"]`, the files it changed, from the checkpoints); `data["cut"]`
+        says why the last answer was cut short, when it was."""
+        return Show("turn_end", text, {"cut": cut} if cut else {}, turn=self._turn)
+
+    def _end_turn(self, cut: str | None = None) -> list[Action]:
+        ending = self._turn_end(cut=cut)
         self._reset()
-        actions: list[Action] = [Show("turn_end")]
+        actions: list[Action] = [ending]
         if self.queued:
             actions += self._on_prompt(UserPrompt(self.queued.pop(0)))
         return actions

@@ -62,6 +62,9 @@ class AgentRuntime:
         dispatcher: runs tool calls.
         render: called with every `Show` action, in order, from the trio thread.
         checks: returns the checks in force (None: none).
+        changed: the files a turn changed, by its checkpoint id (`TURN`), as the
+            checkpoint store knows them (None: it cannot tell); each turn's end shows
+            them (GBR-TRUTH-01). Without it, nothing is said.
     `last_check` holds the runs of the last check (for `/check`).
     Use `inbox` (a trio MemorySendChannel) to send it `UserPrompt`,
     `Interrupt`, `InterruptAndSuggest`, `UpdateEnv` and feedback messages.
@@ -74,6 +77,7 @@ class AgentRuntime:
         dispatcher: Dispatcher,
         render: Callable[[Show], None],
         checks: Callable[[], Checks | None] = _no_checks,
+        changed: Callable[[str], list[str] | None] | None = None,
     ) -> None:
         self.machine = machine
         self._model = model
@@ -84,6 +88,7 @@ class AgentRuntime:
         self._idle = trio.Event()
         self._idle.set()
         self._checks = checks
+        self._changed = changed
         self._baseline: dict[CheckTarget, CheckRun] = {}
         self._baseline_turn = 0
         self._started = time.strftime("%Y%m%d-%H%M%S")
@@ -140,7 +145,15 @@ class AgentRuntime:
             if ready is not None:
                 ready.set()
         elif isinstance(action, Show):
+            if action.kind == "turn_end" and self._changed and action.turn is not None:
+                changed = self._changed(self.turn_id(action.turn))
+                data = {**action.data, "changed": changed}
+                action = Show(action.kind, action.text, data, turn=action.turn)
             self._render(action)
+
+    def turn_id(self, turn: int) -> str:
+        """The checkpoint id of this runtime's turn number `turn` (what `TURN` holds)."""
+        return f"{self._started}.{turn}"
 
     async def _infer(self, scope: trio.CancelScope, prompt: DirectPrompt) -> None:
         with scope:
@@ -151,7 +164,7 @@ class AgentRuntime:
         ready = self._baseline_ready.get(action.prompt_id)
         if ready is not None:
             await ready.wait()
-        TURN.set(f"{self._started}.{action.turn}")  # this task's context only (GBR-UNDO-01)
+        TURN.set(self.turn_id(action.turn))  # this task's context only (GBR-UNDO-01)
         await self._dispatcher.run(action.prompt_id, action.call, self.inbox)
 
     async def run_checks(self, wanted: tuple[CheckTarget, ...], stop: Stop) -> tuple[CheckRun, ...]:

@@ -31,10 +31,18 @@ check covers the file, `checking`; the check runs once `Applied` is committed
 and its outcome is recorded as `Checked`, which the running node passes on to
 the requester. A crash after writing formatted text is recognised on the next
 `apply` by the formatted text's fingerprint.
+
+Checkpoints (GBR-UNDO-01): with a `checkpoints` store, the prior state of the
+paths an approved (or edited) change touches is kept before the disk changes,
+in the group of whoever asked (`owner_of`): the agent's turn when the request
+recorded it, else one group per approval labelled by the peer's alias, or
+"command" / "MCP client". The group's key is the approval's id, so an `apply`
+repeated after a crash keeps the first prior state.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -46,10 +54,13 @@ from typing import TYPE_CHECKING
 
 from gbr_node.approvals.review import unified_diff
 from gbr_node.approvals.state import Applied, Approval, Checked, Failed, InvalidDecision
+from gbr_node.checkpoints.plan import Owner
+from gbr_node.checkpoints.store import CheckpointStore, keeping
 from gbr_node.checks.plan import FormatOutcome
 from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.errors import SecurityViolation, ToolError
 from gbr_node.sandbox import Sandbox
+from gbr_node.sandbox.caller import CLI, LOCAL, MCP
 
 if TYPE_CHECKING:
     from gbr_node.approvals.log import ApprovalLog
@@ -219,6 +230,7 @@ def apply(
     by: str,
     checks: SaveChecks | None = None,
     prepared: Prepared | None = None,
+    checkpoints: CheckpointStore | None = None,
 ) -> ApplyOutcome:
     """Perform approved change `approval_id` under `sandbox`, at most once, and
     record `Applied` (or `Failed` when the sandbox refuses or the OS fails:
@@ -226,7 +238,8 @@ def apply(
 
     With `checks` a write is formatted and checked (see the module's text):
     `prepared` is `prepare`'s work when the caller did it already, else it is
-    done here. Returns `Settled(now=True)` when this call recorded the
+    done here. With `checkpoints`, the paths' prior state is kept first
+    (`owner_of`, GBR-UNDO-01). Returns `Settled(now=True)` when this call recorded the
     outcome, `Settled(now=False)` when it was already settled (applied, failed
     or rejected), `Conflict` when the path changed since the approval (nothing
     written or recorded). Raises UnknownApproval, InvalidDecision if still
@@ -253,7 +266,10 @@ def apply(
                     return conflict
                 if usable and usable.fresh and usable.seen == approval.base_hash:
                     formatted, after = usable.formatted, usable.after
-                _perform(approval, sandbox, formatted.content if formatted else None)
+                text = formatted.content if formatted else None
+                owner = functools.partial(owner_of, approval)
+                with keeping(checkpoints, owner, _changed_paths(approval)):
+                    _perform(approval, sandbox, text)
         except (ToolError, SecurityViolation) as exc:
             failed = Failed(approval_id=approval_id, at=time.time(), by=by, error=str(exc))
             return Settled(tx.append(failed, approval), now=True)
@@ -282,6 +298,7 @@ def approve_and_apply(
     force: bool = False,
     content: str | None = None,
     checks: SaveChecks | None = None,
+    checkpoints: CheckpointStore | None = None,
 ) -> ApplyOutcome:
     """The operator's "approve" (or "edit", when `content` is given): check for
     a conflict and record `Approved`/`Edited` (one transaction, so a racing
@@ -296,6 +313,7 @@ def approve_and_apply(
     terminals approving the same id both learn the one outcome. Raises
     UnknownApproval, InvalidDecision (an edit of a delete or move),
     ApprovalLogError; SecurityViolation/ToolError if the path cannot be checked.
+    `checkpoints` as for `apply`.
     """
     prepared = None
     if checks is not None:
@@ -311,7 +329,37 @@ def approve_and_apply(
         if now != approval.base_hash and not force and not _already_done(approval, sandbox):
             return Conflict(approval, approval.base_hash, now, pending_diff(approval, sandbox))
         tx.decide(approval, by=by, force=force, current_hash=now, content=content)
-    return apply(log, approval_id, sandbox, by=by, checks=checks, prepared=prepared)
+    return apply(
+        log,
+        approval_id,
+        sandbox,
+        by=by,
+        checks=checks,
+        prepared=prepared,
+        checkpoints=checkpoints,
+    )
+
+
+def owner_of(approval: Approval) -> Owner:
+    """The checkpoint group an approved change of `approval` belongs to (GBR-UNDO-01):
+    the local agent's turn (`detail["turn"]`, recorded when it asked), else the
+    requester's own group for this approval: a peer (by alias, so `gbr-node undo
+    --peer ALIAS` takes it back), the command line, an MCP client."""
+    turn = approval.detail.get("turn")
+    if approval.requester == LOCAL and isinstance(turn, str) and turn:
+        return Owner("turn", turn, f"turn {turn}")
+    key = f"approval {approval.id}"
+    if approval.requester == MCP:
+        return Owner("call", "MCP client", key)
+    if approval.requester in (CLI, LOCAL):
+        return Owner("call", "command", key)
+    return Owner("peer", approval.requester_alias or approval.requester, key)
+
+
+def _changed_paths(approval: Approval) -> list[str]:
+    if approval.tool == "move_path":
+        return [approval.path, _destination(approval)]
+    return [approval.path]
 
 
 def _checked(approval: Approval, sandbox: Sandbox, relative: str) -> Path:

@@ -36,6 +36,7 @@ from gbr_node.sandbox.caller import CLI, LOCAL, MCP
 from gbr_node.textcells import one_line
 
 if TYPE_CHECKING:
+    from gbr_node.checkpoints.store import CheckpointStore
     from gbr_node.tools.files import SaveChecks
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -96,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     broken, for actions that touch files) and ApprovalLogError."""
     import functools
 
+    from gbr_node.checkpoints.store import CheckpointStore
+    from gbr_node.checkpoints.store import default_path as checkpoints_path
     from gbr_node.config.loader import build_sandbox, find_project_dir, load_profile
     from gbr_node.tools.checkrunner import CheckRunner
 
@@ -103,13 +106,20 @@ def run(args: argparse.Namespace) -> int:
     project_dir = project or find_project_dir(pathlib.Path.cwd())
 
     @functools.cache
-    def rules() -> tuple[Sandbox, SaveChecks | None]:
+    def rules() -> tuple[Sandbox, SaveChecks | None, CheckpointStore]:
         loaded = load_profile(project_dir, args.env or os.environ.get("GBR_ENV") or "default")
         sandbox = build_sandbox(loaded)
         checks = CheckRunner.of_profile(loaded.profile, sandbox) if loaded.profile.checks else None
-        return sandbox, checks
+        store = CheckpointStore(checkpoints_path(loaded.project_dir), loaded.root)
+        return sandbox, checks, store
 
-    return main(project_dir, lambda: rules()[0], args, checks=lambda: rules()[1])
+    return main(
+        project_dir,
+        lambda: rules()[0],
+        args,
+        checks=lambda: rules()[1],
+        checkpoints=lambda: rules()[2],
+    )
 
 
 def main(
@@ -120,11 +130,13 @@ def main(
     out: TextIO | None = None,
     editor: Editor = edit_in_editor,
     checks: Callable[[], SaveChecks | None] = lambda: None,
+    checkpoints: Callable[[], CheckpointStore | None] = lambda: None,
 ) -> int:
     """Do `args.approvals_action` on `project_dir`'s log, printing to `out`
     (default stdout; colours only on a terminal without NO_COLOR). `sandbox`
     is called only by actions that read or change files, `checks` (the
-    profile's formatters and checks, issue 17) only by approve and edit.
+    profile's formatters and checks, issue 17) and `checkpoints` (the store that
+    keeps what an approved change replaces, GBR-UNDO-01) only by approve and edit.
     Returns the exit status."""
     out = out or sys.stdout
     colour = out.isatty() and "NO_COLOR" not in os.environ
@@ -148,7 +160,13 @@ def main(
                 return show(log, sandbox(), args.id, out=out, colour=colour, full=full)
             if action == "approve":
                 outcome = approve_and_apply(
-                    log, args.id, sandbox(), by=by, force=args.force, checks=checks()
+                    log,
+                    args.id,
+                    sandbox(),
+                    by=by,
+                    force=args.force,
+                    checks=checks(),
+                    checkpoints=checkpoints(),
                 )
                 return report(outcome, out=out, colour=colour)
             return edit(
@@ -160,6 +178,7 @@ def main(
                 out=out,
                 editor=editor,
                 checks=checks(),
+                checkpoints=checkpoints(),
             )
         except UnknownApproval as exc:
             print(str(exc), file=out)
@@ -234,9 +253,11 @@ def edit(
     out: TextIO,
     editor: Editor,
     checks: SaveChecks | None = None,
+    checkpoints: CheckpointStore | None = None,
 ) -> int:
     """Open `editor` on the proposed content; apply the edited text (EVD-DEV-02),
-    formatted and checked with `checks` (issue 17). A conflict is reported
+    formatted and checked with `checks` (issue 17), what it replaces kept in
+    `checkpoints` first (GBR-UNDO-01). A conflict is reported
     before the editor opens; an editor that fails or changes nothing leaves
     the approval as it was."""
     a = log.get(approval_id)
@@ -253,7 +274,14 @@ def edit(
         print(f"the editor made no change; approval #{a.id} is left {a.status}", file=out)
         return EXIT_FAILED
     outcome = approve_and_apply(
-        log, approval_id, sandbox, by=by, force=force, content=edited, checks=checks
+        log,
+        approval_id,
+        sandbox,
+        by=by,
+        force=force,
+        content=edited,
+        checks=checks,
+        checkpoints=checkpoints,
     )
     return report(outcome, out=out, colour=False)
 

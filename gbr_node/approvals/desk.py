@@ -40,12 +40,13 @@ from gbr_node.approvals.state import (
     UnknownApproval,
     outcome_text,
 )
+from gbr_node.checkpoints.store import CheckpointStore
 from gbr_node.config.profile import ToolsConfig
 from gbr_node.errors import ApprovalRequired, GbrError, RpcError, ToolError
 from gbr_node.rpc import codes
 from gbr_node.sandbox import Sandbox
 from gbr_node.sandbox.caller import LOCAL
-from gbr_node.tools.base import Params, Tool
+from gbr_node.tools.base import TURN, Params, Tool
 from gbr_node.tools.files import SaveChecks
 from gbr_node.tools.registry import CALLER, ToolResult
 
@@ -85,6 +86,8 @@ class ApprovalDesk:
             or rejected while the node runs (tell the requester).
         checks: returns the formatters and checks in force (None: none); the
             decisions the desk applies are formatted and checked with them.
+        checkpoints: returns the checkpoint store in force (None: none); what the
+            desk applies is checkpointed in it first (GBR-UNDO-01).
     All are used only by `run`; a desk that never runs (as in `gbr-node
     tool`) needs none.
     """
@@ -97,12 +100,16 @@ class ApprovalDesk:
         on_settled: Callable[[Approval], Awaitable[None]] | None = None,
         *,
         checks: Callable[[], SaveChecks | None] = lambda: None,
+        checkpoints: Callable[[], CheckpointStore | None] = lambda: None,
     ) -> None:
         self.log = approvals
         self._sandbox = sandbox
         self._on_new = on_new
         self._on_settled = on_settled or _ignore
         self._checks = checks
+        self._checkpoints = checkpoints
+        self.asked_here: set[int] = set()
+        """Ids of the approvals this process's own agent (`LOCAL`) asked for."""
         self._seq = 0
         self._checking: dict[int, float] = {}  # approval id -> when to stop waiting
 
@@ -130,7 +137,10 @@ class ApprovalDesk:
                 f"(at most {MAX_PENDING_PER_REQUESTER}); ask again once they are decided. "
                 "Nothing was changed",
             )
-        approval_id = self.log.request(exc, requester, alias, fingerprint(exc.absolute))
+        turn = TURN.get() if requester == LOCAL else None
+        approval_id = self.log.request(exc, requester, alias, fingerprint(exc.absolute), turn=turn)
+        if requester == LOCAL:
+            self.asked_here.add(approval_id)
         text = (
             f"pending approval #{approval_id}: {exc.tool} on {exc.path} touches a protected file "
             "and was not performed. The operator will approve, edit or reject it; you will be "
@@ -250,7 +260,14 @@ class ApprovalDesk:
 
     async def _apply(self, approval_id: int) -> None:
         await trio.to_thread.run_sync(
-            lambda: apply(self.log, approval_id, self._sandbox(), by="node", checks=self._checks())
+            lambda: apply(
+                self.log,
+                approval_id,
+                self._sandbox(),
+                by="node",
+                checks=self._checks(),
+                checkpoints=self._checkpoints(),
+            )
         )
 
 

@@ -227,11 +227,14 @@ class ApprovalLog:
         requester: str,
         requester_alias: str | None,
         current_hash: str | None,
+        *,
+        turn: str | None = None,
     ) -> int:
         """Record a `PendingApproval` for the change `exc` describes and return
         its new approval id (1, 2, ...), committed (EVD-AI-01). `requester` is
         "local" or a peer ID; `current_hash` is `apply.fingerprint` of the path
-        now (None if it does not exist)."""
+        now (None if it does not exist); `turn`, the local agent's turn that asked,
+        goes into `detail["turn"]` (its checkpoint group once applied, GBR-UNDO-01)."""
         with self.transaction() as tx:
             event = PendingApproval(
                 approval_id=tx.next_id(),
@@ -242,7 +245,7 @@ class ApprovalLog:
                 path=exc.path,
                 absolute=exc.absolute,
                 content=exc.content,
-                detail=dict(exc.detail),
+                detail={**exc.detail, **({"turn": turn} if turn else {})},
                 base_hash=current_hash,
             )
             return tx.append(event, None).id

@@ -24,9 +24,12 @@ a kill -9 of the node during a command loses that command's checkpoint.
 
 Storage is bounded: when a group starts, groups older than `MAX_AGE_S` and
 then the oldest until the blobs fit in `MAX_BYTES` are dropped, never the
-newest. Nothing under `.gbr/`, `.gbr_envs/`, any `.git/` or outside the root
-is ever recorded or restored (`plan.excluded`). Blocking: run in a worker
-thread. The store is shared by threads (one connection, a lock).
+newest. The check is cheap (the `sizes` table holds each kept blob's size:
+one SUM and one MIN per change); only when a limit is passed are the groups
+weighed one by one and the unreferenced blobs deleted. Nothing under `.gbr/`,
+`.gbr_envs/`, any `.git/` or outside the root is ever recorded or restored
+(`plan.excluded`). Blocking: run in a worker thread. The store is shared by
+threads (one connection, a lock).
 """
 
 from __future__ import annotations
@@ -65,7 +68,12 @@ CREATE TABLE IF NOT EXISTS entries (
     group_id INTEGER NOT NULL, path TEXT NOT NULL,
     prior_sha TEXT, prior_mode INTEGER, settled INTEGER NOT NULL DEFAULT 0,
     after_sha TEXT, after_mode INTEGER, PRIMARY KEY (group_id, path));
+CREATE TABLE IF NOT EXISTS sizes (sha TEXT PRIMARY KEY, size INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS entries_by_sha ON entries (prior_sha);
 """
+COLLECT_EVERY_S = 600.0
+"""Unreferenced blobs (a run_command's snapshot of files it did not change) are deleted
+at an eviction, and otherwise at most this often (seconds) per store."""
 
 
 class UndoConflict(GbrError):
@@ -127,6 +135,10 @@ class CheckpointStore:
         self.blobs = db_path.parent / "checkpoints" / "blobs"
         self.max_bytes = max_bytes
         self._lock = threading.RLock()
+        self._db_path = db_path
+        self._reader: sqlite3.Connection | None = None
+        self._reader_lock = threading.Lock()
+        self._collected = time.time()  # the last deletion of unreferenced blobs
         self._seen: dict[str, tuple[int, int, str]] = {}  # run_command: (size, mtime) -> sha
         try:
             self.blobs.mkdir(parents=True, exist_ok=True)
@@ -142,6 +154,10 @@ class CheckpointStore:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
     # -- states and blobs ---------------------------------------------------
 
@@ -236,6 +252,7 @@ class CheckpointStore:
                             "VALUES (?, ?, ?, ?)",
                             (group, path, prior.sha256, prior.mode),
                         )
+                        self._note_size(prior.sha256)
                 self._evict()
                 self._db.execute("COMMIT")
             except BaseException:
@@ -313,8 +330,8 @@ class CheckpointStore:
             if size > COMMAND_FILE_MAX_BYTES:
                 continue
             seen = self._seen.get(relative)
-            if seen is not None and seen[:2] == (size, mtime) and self._blob(seen[2]).exists():
-                kept[relative] = seen[2]
+            if seen is not None and seen[:2] == (size, mtime):
+                kept[relative] = seen[2]  # its blob is checked in settle_command, if it changed
                 continue
             try:
                 state = self.state_of(relative, keep=True, sync=False)
@@ -347,10 +364,14 @@ class CheckpointStore:
                 group = self._group(owner)
                 for path in changed:
                     old = before.files.get(path)
-                    if old is not None and path not in before.kept:
+                    # a blob another process's collection deleted counts as not kept
+                    missing = path in before.kept and not self._blob(before.kept[path]).exists()
+                    if old is not None and (path not in before.kept or missing):
+                        self._seen.pop(path, None)
                         big.append(path)
                         continue
                     prior = ABSENT if old is None else State(before.kept[path], old[2])
+                    self._note_size(prior.sha256)
                     now = self.state_of(path)
                     self._db.execute(
                         "INSERT OR IGNORE INTO entries (group_id, path, prior_sha, prior_mode) "
@@ -376,6 +397,25 @@ class CheckpointStore:
 
     # -- listing, eviction, undo ----------------------------------------------
 
+    def changed_by(self, key: str) -> list[str]:
+        """The paths group `key` (an `Owner.key`, e.g. "turn ID") really changed, sorted:
+        those whose state after differs from the state before, and those whose change
+        never settled (it may have happened). [] for an unknown group. Reads through
+        a connection of its own, so it never waits for a change being kept (WAL):
+        quick enough for the event loop (GBR-TRUTH-01)."""
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = sqlite3.connect(
+                    self._db_path, timeout=1.0, isolation_level=None, check_same_thread=False
+                )
+            rows = self._reader.execute(
+                "SELECT e.path FROM entries e JOIN groups g ON g.id = e.group_id "
+                "WHERE g.key = ? AND (e.settled = 0 OR e.prior_sha IS NOT e.after_sha "
+                "OR e.prior_mode IS NOT e.after_mode) ORDER BY e.path",
+                (key,),
+            ).fetchall()
+        return [row[0] for row in rows]
+
     def groups(self, limit: int = 20) -> list[Group]:
         """The `limit` newest groups, newest first, with their paths."""
         with self._lock:
@@ -393,7 +433,24 @@ class CheckpointStore:
                 )
             return found
 
+    def _note_size(self, sha: str | None) -> None:
+        if sha is not None:
+            self._db.execute(
+                "INSERT OR IGNORE INTO sizes (sha, size) VALUES (?, ?)", (sha, self._size(sha))
+            )
+
     def _evict(self) -> None:
+        """Drop groups past the limits (`plan.to_evict`); cheap while within them."""
+        total, oldest, count = self._db.execute(
+            "SELECT (SELECT COALESCE(SUM(size), 0) FROM sizes), "
+            "(SELECT MIN(created) FROM groups), (SELECT COUNT(*) FROM groups)"
+        ).fetchone()
+        now = time.time()
+        within = total <= self.max_bytes and (oldest is None or now - oldest <= MAX_AGE_S)
+        if within or count < 2:
+            if now - self._collected > COLLECT_EVERY_S:
+                self._collect()
+            return
         rows = self._db.execute("SELECT id, created FROM groups ORDER BY id").fetchall()
         sizes = []
         for group, created in rows:
@@ -404,11 +461,10 @@ class CheckpointStore:
             ).fetchall()
             size = sum(self._size(sha) for (sha,) in shas)
             sizes.append((int(group), float(created), size))
-        for group in to_evict(sizes, time.time(), self.max_bytes, MAX_AGE_S):
+        for group in to_evict(sizes, now, self.max_bytes, MAX_AGE_S):
             self._db.execute("DELETE FROM entries WHERE group_id = ?", (group,))
             self._db.execute("DELETE FROM groups WHERE id = ?", (group,))
-        if len(sizes) > 1:
-            self._collect()
+        self._collect()
 
     def _size(self, sha: str) -> int:
         try:
@@ -422,6 +478,11 @@ class CheckpointStore:
             row[0]
             for row in self._db.execute("SELECT prior_sha FROM entries WHERE prior_sha IS NOT NULL")
         }
+        self._db.execute(
+            "DELETE FROM sizes WHERE sha NOT IN "
+            "(SELECT prior_sha FROM entries WHERE prior_sha IS NOT NULL)"
+        )
+        self._collected = time.time()
         used |= {sha for _, _, sha in self._seen.values()}
         for folder in self.blobs.iterdir():
             for blob in folder.iterdir():

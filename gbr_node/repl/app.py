@@ -56,6 +56,8 @@ class NodeControl(Protocol):
 
     def pending_approval_ids(self) -> list[int]: ...
 
+    def agent_approval_ids(self) -> list[int]: ...
+
     def prices(self) -> tuple[str | None, float | None, float | None]:
         """(model name, US$ per million input tokens, per million output tokens)."""
         ...
@@ -141,11 +143,12 @@ class Repl:
     def _refresh_approvals(self) -> None:
         try:
             ids = tuple(self._node.pending_approval_ids())
+            mine = tuple(self._node.agent_approval_ids())
         except GbrError:
             return
 
         def change(view: View, width: int, now: float) -> str:
-            view.pending_approvals = ids
+            view.pending_approvals, view.waiting_approvals = ids, mine
             return ""
 
         self._screen.apply(change)

@@ -36,11 +36,13 @@ from gbr_node.agent.messages import ToolExecutionFeedback
 from gbr_node.repl.blocks import Block, BlockSplitter
 from gbr_node.repl.markdown import render_block
 from gbr_node.repl.render import DIM, GREEN, RED, RESET, YELLOW, short_arguments, status_line
-from gbr_node.textcells import cut, plain, visible, wrap
+from gbr_node.textcells import cut, one_line, plain, visible, wrap
 
 PROMPT = "› "
 HELD = "»"
 """Marks a notice in the tray: it goes to the scrollback once the answer ends."""
+MAX_CHANGED_SHOWN = 12
+"""Paths named in a turn's `changed:` line; the rest are counted."""
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 Row = tuple[str, str]
 """One row of the live part: (style name: "", "dim", "warn" or "prompt", text)."""
@@ -85,6 +87,10 @@ class View:
         self._waiting_since: float | None = None
         self._streaming_since: float | None = None
         self.pending_approvals: tuple[int, ...] = ()
+        """Every pending approval (Tab after `/approve`)."""
+        self.waiting_approvals: tuple[int, ...] = ()
+        """The pending approvals this session's agent asked for: the status line's
+        "waiting for approval" (never another's request, never a decided one)."""
         self.hint = ""  # e.g. tab completion's candidates, until the next key
 
     @property
@@ -133,9 +139,12 @@ class View:
             # results come as "stale"); those that ended are written in order.
             out += "".join(call.line for call in self._calls.values() if call.line)
             self._calls.clear()
+            out += self._lines(f"{DIM}{show.data['cut']}{RESET}") if show.data.get("cut") else ""
             summary = " · ".join(p for p in (show.text, show.data.get("summary", "")) if p)
             if summary:
                 out += self._lines(f"{DIM}({summary}){RESET}")
+            if "changed" in show.data:  # the turn's last line: what it changed (GBR-TRUTH-01)
+                out += self._lines(f"{DIM}{changed_line(show.data['changed'])}{RESET}")
             return out + self._release()
         if kind == "error":
             return self._end_answer(width) + self._lines(f"{RED}error: {show.text}{RESET}")
@@ -212,9 +221,9 @@ class View:
             return [("", cut(f"{spin} waiting for the model · {waited} s · Ctrl-C stops", width))]
         if self._streaming_since is not None:
             return [("", cut(f"{spin} streaming · Ctrl-C stops", width))]
-        if self.pending_approvals:
-            ids = ", ".join(f"#{n}" for n in self.pending_approvals)
-            n = self.pending_approvals[0]
+        if self.waiting_approvals:
+            ids = ", ".join(f"#{n}" for n in self.waiting_approvals)
+            n = self.waiting_approvals[0]
             text = f"● waiting for approval {ids} · /approve {n} · /reject {n} · /edit {n}"
             return [("warn", cut(text, width))]
         return [("dim", cut("idle · /help · Ctrl-D leaves", width))]
@@ -294,6 +303,19 @@ class View:
         if not (reasoning and self.color):
             return text
         return "\n".join(f"{DIM}{line}{RESET}" if line else line for line in text.split("\n"))
+
+
+def changed_line(paths: list[str] | None) -> str:
+    """The turn's summary line (GBR-TRUTH-01): `changed: app.py, utils.py`, `changed: no
+    files`, or, when the checkpoints could not be read (`paths` None), that it is not
+    known. Paths are shown with `one_line` (a name can hold any character)."""
+    if paths is None:
+        return "changed: not known (the checkpoints could not be read)"
+    if not paths:
+        return "changed: no files"
+    shown = [one_line(p) for p in paths[:MAX_CHANGED_SHOWN]]
+    more = len(paths) - len(shown)
+    return "changed: " + ", ".join(shown) + (f" and {more} more (/checkpoints)" if more else "")
 
 
 def _echo(text: str) -> str:

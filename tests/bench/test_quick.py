@@ -22,6 +22,7 @@ TIMEOUT_S = 600
 TABLES = {
     "agent": "history  measure",
     "chat": "message/send -> ack (shown there), open connection",
+    "checkpoints": "write 1 KiB",
     "checks": "formatter alone (subprocess.run)",
     "confine": "program          mode        median ms",
     "flood": "quiet (no flood)",

@@ -35,6 +35,8 @@ class Terminal:
         self._stream = pyte.Stream(self.screen)
         self.eof = False
         self._mark = 0
+        self.raw: list[str] = []
+        """Every piece of output as it arrived, escape sequences and all."""
 
     def text(self) -> str:
         """The screen's text, one line per row, trailing blanks removed."""
@@ -62,7 +64,9 @@ class Terminal:
             time.sleep(wait_s)
             return
         try:
-            self._stream.feed(self.child.read_nonblocking(65536, timeout=wait_s))
+            data = self.child.read_nonblocking(65536, timeout=wait_s)
+            self.raw.append(data)
+            self._stream.feed(data)
         except pexpect.TIMEOUT:
             pass
         except pexpect.EOF:

@@ -62,7 +62,8 @@ def test_suggestion_cuts_a_slow_stream_and_the_next_request_carries_it(run_node,
     term.expect_new("aw3 ")
     term.sendline("/s shorter please")
     term.expect_new(
-        r"\(interrupted; suggestion sent · [\d.]+ s\)\n› /s shorter please\nShort answer\."
+        r"\(interrupted; suggestion sent · [\d.]+ s\)\nchanged: no files\n› /s shorter please\n"
+        r"Short answer\."
     )
     (cut,) = wait_disconnects(term, model_server, 1)
     assert cut.request == 0 and cut.chunks_sent < SLOW_CHUNKS

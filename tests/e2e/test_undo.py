@@ -53,3 +53,48 @@ def test_undo_takes_a_turn_back_exactly_and_gbr_node_undo_redoes_it(
     term.expect("All clear now.")
     told = [m for m in model_server.requests[-1].body["messages"] if m["role"] == "user"]
     assert any("undid your changes" in str(m["content"]) for m in told), told
+
+
+def test_gbr_node_tool_changes_are_checkpointed_and_undone(fresh):
+    """GBR-UNDO-01: a `gbr-node tool` write is kept first, labelled as the command's."""
+    (fresh / "notes.txt").write_text("first\n")
+    wrote = gbr(fresh, "tool", "write_file", '{"path": "notes.txt", "content": "second\\n"}')
+    assert wrote.returncode == 0, wrote.stderr
+    assert (fresh / "notes.txt").read_text() == "second\n"
+    listing = gbr(fresh, "checkpoints")
+    assert "call command" in listing.stdout and "notes.txt" in listing.stdout, listing.stdout
+    group = listing.stdout.split()[0].lstrip("#")
+    undone = gbr(fresh, "undo", "--turn", group)
+    assert undone.returncode == 0 and "restored notes.txt" in undone.stdout, undone.stderr
+    assert (fresh / "notes.txt").read_text() == "first\n"
+
+
+def test_undo_after_kill_9_of_the_node_mid_turn_restores_the_prior_state(
+    project, run_node, model_server
+):
+    """GBR-UNDO-01: the node dies (SIGKILL) right after its write, while the turn still
+    waits for the model; `gbr-node undo` from another process takes the write back."""
+    import signal
+
+    (project / "app.py").write_text("x = 1\n")
+    os.chmod(project / "app.py", 0o640)
+    model_server.enqueue(
+        tool_call_reply("write_file", {"path": "app.py", "content": "x = 2\n"}),
+        tool_call_reply("write_file", {"path": "new.txt", "content": "n\n"}),
+        text_reply("never seen", pieces=50, delay_s=1.0),
+    )
+    term = run_node()
+    term.sendline("change app.py")
+    term.expect(r"✓ write_file path=new\.txt")
+    assert (project / "app.py").read_text() == "x = 2\n" and (project / "new.txt").exists()
+    term.child.kill(signal.SIGKILL)
+    term.child.wait()
+
+    listing = gbr(project, "checkpoints")
+    assert "app.py, new.txt" in listing.stdout, listing.stdout + listing.stderr
+    undone = gbr(project, "undo")
+    assert undone.returncode == 0, undone.stderr
+    assert "restored app.py" in undone.stdout and "removed new.txt" in undone.stdout
+    assert (project / "app.py").read_text() == "x = 1\n"
+    assert (project / "app.py").stat().st_mode & 0o777 == 0o640
+    assert not (project / "new.txt").exists()

@@ -58,7 +58,9 @@ def test_the_status_says_waiting_with_seconds_then_streaming_then_idle():
     assert "streaming" in view.status_rows(80, 13.5)[0][1]
     feed(view, Show("turn_end"))
     assert not view.busy and view.status_rows(80, 14)[0][1].startswith("idle")
-    view.pending_approvals = (3, 4)
+    view.pending_approvals = (2, 3, 4)  # #2: a peer's; the status line is the agent's
+    assert view.status_rows(80, 14)[0][1].startswith("idle")
+    view.waiting_approvals = (3, 4)
     assert view.status_rows(80, 14) == [
         ("warn", "● waiting for approval #3, #4 · /approve 3 · /reject 3 · /edit 3")
     ]

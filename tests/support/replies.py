@@ -65,6 +65,8 @@ class Answer:
     `tool_calls` items: `{"name": str, "arguments": dict | str, "id": str}`
     (`id` optional). Streamed, the text is cut into `pieces` chunks and each
     call's arguments into two fragments, with `delay_s` seconds between chunks.
+    `finish` is the `finish_reason` sent (None: "tool_calls" with calls, else "stop";
+    "length" plays an answer cut at the token limit).
     """
 
     text: str = ""
@@ -72,6 +74,7 @@ class Answer:
     reasoning: str = ""
     pieces: int = 3
     delay_s: float = 0.0
+    finish: str | None = None
 
     def render(
         self, *, stream: bool, usage: bool, prompt_tokens: int | None = None
@@ -86,7 +89,7 @@ class Answer:
             }
             for n, call in enumerate(self.tool_calls)
         ]
-        finish = "tool_calls" if calls else "stop"
+        finish = self.finish or ("tool_calls" if calls else "stop")
         prompt = 10 if prompt_tokens is None else prompt_tokens
         counts = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
         if not stream:
@@ -117,9 +120,12 @@ class Answer:
 Reply = Answer | SseReply | ErrorReply | JsonReply
 
 
-def text_reply(text: str, *, pieces: int = 3, delay_s: float = 0.0) -> Answer:
-    """Answer with `text`, streamed in `pieces` chunks `delay_s` seconds apart."""
-    return Answer(text=text, pieces=pieces, delay_s=delay_s)
+def text_reply(
+    text: str, *, pieces: int = 3, delay_s: float = 0.0, finish: str | None = None
+) -> Answer:
+    """Answer with `text`, streamed in `pieces` chunks `delay_s` seconds apart, ended by
+    `finish_reason` `finish` (default "stop")."""
+    return Answer(text=text, pieces=pieces, delay_s=delay_s, finish=finish)
 
 
 def tool_call_reply(
@@ -141,7 +147,7 @@ def reply_from_json(spec: Mapping[str, Any]) -> Reply:
     """A reply from its JSON script form (used by scripts/model_server.py).
 
     Forms: `{"text": ..., "pieces": 3, "delay_s": 0, "reasoning": ...,
-    "tool_calls": [...]}`; `{"status": 429, "body": ..., "headers": {...}}`;
+    "tool_calls": [...], "finish": "length"}`; `{"status": 429, "body": ..., "headers": {...}}`;
     `{"json": {...}}`; `{"empty_stream": true}`; `{"sse": [item, ...],
     "done": true}` with items `{"data": {...}}`, `{"raw": "text"}`,
     `{"sleep": seconds}` or `{"drop": true}`. Raises ValueError otherwise.
@@ -155,7 +161,7 @@ def reply_from_json(spec: Mapping[str, Any]) -> Reply:
     if "sse" in spec:
         return SseReply([_item_from_json(item) for item in spec["sse"]], bool(spec.get("done", 1)))
     if "text" in spec or "tool_calls" in spec:
-        keys = ("text", "tool_calls", "reasoning", "pieces", "delay_s")
+        keys = ("text", "tool_calls", "reasoning", "pieces", "delay_s", "finish")
         return Answer(**{key: spec[key] for key in keys if key in spec})
     raise ValueError(f"not a reply: {spec!r}")
 
