@@ -309,6 +309,16 @@ def cmd_call(args: argparse.Namespace) -> int:
     return trio.run(node.call_once, _settings(args), args.target, tool, arguments)
 
 
+def cmd_send(args: argparse.Namespace) -> int:
+    """Send a message to a trusted peer's agent: `gbr-node send ALIAS TEXT [--thread ID]`."""
+    import trio
+
+    from gbr_node import node
+
+    text = " ".join(args.text)
+    return trio.run(node.send_once, _settings(args), args.peer, text, args.thread)
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     """Print which model `gbr-node run` would use and why: `gbr-node model`."""
     import trio
@@ -363,6 +373,17 @@ COMMANDS = {
             "gbr-node call alice --list",
             "gbr-node call /ip4/192.0.2.10/tcp/4001/p2p/12D3KooW... write_file @args.json",
             "gbr-node call /ip4/203.0.113.7/tcp/4001/p2p/RELAY/p2p-circuit/p2p/12D3KooW... --list",
+        ],
+    ),
+    "send": (
+        "Send a message to a trusted peer's agent (EVD-AI-02), through the same durable outbox "
+        "as /msg: waits up to 15 s for the peer's answer (delivered, or refused with its "
+        "reason); a message not yet delivered stays queued, and the next `gbr-node run` or "
+        "`serve` of this project delivers it. Exit 0 delivered or queued, 1 refused or "
+        "expired, 2 usage.",
+        [
+            "gbr-node send bob 'the build is green, you can deploy'",
+            "gbr-node send bob --thread 3f2a9c 'and the logs are in logs/'",
         ],
     ),
     "mcp": (
@@ -488,6 +509,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("arguments", nargs="?", default="{}", metavar="JSON-ARGS", help=ARGS_HELP)
     p.add_argument("--list", action="store_true", help="list the tools the peer grants us")
     p.set_defaults(func=cmd_call)
+
+    p = _command(sub, "send", "send a message to a trusted peer's agent")
+    p.add_argument("peer", metavar="PEER", help="[peers] alias or peer ID")
+    p.add_argument("text", nargs="+", metavar="TEXT", help="the message")
+    p.add_argument("--thread", metavar="ID", help="continue this thread (gbr-node inbox shows ids)")
+    p.set_defaults(func=cmd_send)
 
     p = _command(sub, "id", "print this node's peer ID and multiaddrs")
     p.set_defaults(func=cmd_id)

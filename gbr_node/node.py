@@ -286,6 +286,40 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
     return EXIT_OK
 
 
+SEND_WAIT_S = 15.0
+"""How long `gbr-node send` waits for the peer's answer before leaving the message queued."""
+
+
+async def send_once(settings: NodeSettings, target: str, text: str, thread: str | None) -> int:
+    """`gbr-node send PEER TEXT [--thread ID]`: queue `text` for a trusted peer in the
+    project's durable outbox (`.gbr/chat.db`, as `/msg` does), try to deliver it from a
+    dial-only host for up to SEND_WAIT_S seconds, and print where it stands. Exit
+    status: 0 delivered or still queued (the next `run` or `serve` delivers it), 1
+    refused or expired, 2 an unknown peer or an empty or too big message."""
+    loaded = load_profile(settings.project_dir, settings.env)
+    handler = setup_logging(settings.project_dir)
+    node = Node(loaded)
+    node.notice = _notice_lines(sys.stdout, color=_wants_color())
+    node.chat.on_reply = None
+    try:
+        entry = node.chat.send(target, text, role="user", context_id=thread)
+    except GbrError as exc:
+        print(f"gbr-node: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    async with (
+        _host(node, settings, handler, _log_call, listen=()),
+        _closing(node),
+        trio.open_nursery() as nursery,
+    ):
+        await nursery.start(node.chat.outbox.run)
+        settled = await node.chat.outbox.wait_settled(entry.message.message_id, SEND_WAIT_S)
+        nursery.cancel_scope.cancel()
+    if settled is not None and settled.state == "queued":
+        print("still queued: the next `gbr-node run` or `serve` of this project delivers it")
+        return EXIT_OK
+    return EXIT_OK if settled is not None and settled.state == "delivered" else EXIT_FAILED
+
+
 def _mcp_instructions(loaded: LoadedProfile) -> str:
     return (
         f"gbr-node {__version__}, profile {loaded.name}, root {loaded.root}. Local tools act "

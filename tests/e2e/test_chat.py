@@ -138,3 +138,23 @@ def test_an_undelivered_message_is_reported_expired(nodes):
     a.expect_new(r"→ bob · message \w+ expired: not delivered within 3 s", 30)
     a.sendline("/thread bob")
     a.expect_new(r"→ you \[expired\]:\n  │ nobody will read this")
+
+
+def test_a_headless_node_sends_with_gbr_node_send_through_the_durable_outbox(nodes):
+    """issue 34: `gbr-node send` reaches a running peer; to a peer that is down the message
+    stays queued, and goes out with the sender's next attempt (here the next send)."""
+    alice, bob = nodes("alice"), nodes("bob")
+    alice.write_profile({"bob": (bob, "show", "")})
+    bob.write_profile({"alice": (alice, "show", "")})
+    key = ("--identity", str(alice.identity.path))
+    queued = alice.gbr(*key, "send", "bob", "first", "while", "down")
+    assert queued.returncode == 0, queued.stderr
+    assert "queued: first while down" in queued.stdout and "still queued" in queued.stdout
+    b = bob.start()
+    sent = alice.gbr(*key, "send", "bob", "hello", "from", "a", "script")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert "delivered" in sent.stdout
+    b.expect(r"  │ hello from a script")
+    b.expect(r"  │ first while down")
+    unknown = alice.gbr(*key, "send", "carol", "hi")
+    assert unknown.returncode == 2 and "not a trusted peer" in unknown.stderr
