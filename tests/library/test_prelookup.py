@@ -167,3 +167,29 @@ def test_a_made_up_name_is_an_honest_miss_first(env_index):
     assert real.content[0]["text"].startswith("httpx.Client.stream(")
     words = LibraryTools(env_index).search_library(SearchLibraryParams(query="set a timeout"))
     assert words.structured is not None and words.structured["exact"] is None
+
+
+def test_words_of_a_docstrings_body_and_a_classs_methods_find_it(tmp_path):
+    from gbr_node.library.index import LibraryIndex
+    from tests.library.conftest import write_dist
+
+    write_dist(
+        tmp_path / "site",
+        "gadgets",
+        "1.0",
+        {
+            "gadgets/__init__.py": "from ._core import Board, dial\nLegacyBoard = Board\n",
+            "gadgets/_core.py": "class Board:\n"
+            "    'A board.'\n"
+            "    def redraw_in_place(self): ...\n"
+            "def dial(number: str, attempts: int = 3):\n"
+            "    '''Call a number.\n\n"
+            "    attempts: how many times to retry when the line is busy.\n'''\n",
+        },
+    )
+    index = LibraryIndex(tmp_path / "lib.db", [tmp_path / "site"])
+    index.refresh()
+    assert index.search("retry when the line is busy", limit=1)[0].qualname == "gadgets.dial"
+    assert index.search("which class can redraw in place", limit=1)[0].qualname == "gadgets.Board"
+    names = [h.qualname for h in index.search("Board", limit=5)]
+    assert names.index("gadgets.Board") < names.index("gadgets.LegacyBoard")
