@@ -154,6 +154,10 @@ def _checks_lines(loaded: LoadedProfile) -> str:
     return "# checks in force:\n" + "\n".join(f"#{line}" for line in runner.describe())
 
 
+_PLAIN_ARGUMENT = {"search_library": "query", "read_library": "name_or_path"}
+"""Tools whose one required argument may be given as plain text, not JSON."""
+
+
 def cmd_tool(args: argparse.Namespace) -> int:
     """Run one local tool under the active profile and print its MCP result."""
     from gbr_node.approvals import ApprovalLog, default_path
@@ -161,16 +165,23 @@ def cmd_tool(args: argparse.Namespace) -> int:
     from gbr_node.checkpoints.store import CheckpointStore
     from gbr_node.checkpoints.store import default_path as checkpoints_path
     from gbr_node.config.loader import build_sandbox, state_folder
+    from gbr_node.library.lookup import open_library
     from gbr_node.tools.checkrunner import CheckRunner
     from gbr_node.tools.registry import build_registry
 
-    arguments = _json_object(args.arguments, "JSON-ARGS")
+    text = args.arguments.strip()
+    plain = _PLAIN_ARGUMENT.get(args.name)
+    if plain is not None and text and text[0] not in "{-@":
+        arguments: dict[str, Any] | None = {plain: args.arguments}  # `tool search_library 'WORDS'`
+    else:
+        arguments = _json_object(args.arguments, "JSON-ARGS")
     if arguments is None:
         return EXIT_USAGE
     loaded = _load(args)
     sandbox = build_sandbox(loaded)
     state_folder(loaded.project_dir)
     store = CheckpointStore(checkpoints_path(loaded.project_dir), loaded.root)
+    library = open_library(loaded.project_dir, loaded.profile.library, loaded.root)
     with ApprovalLog(default_path(loaded.project_dir)) as approvals, contextlib.closing(store):
         # A protected write asked from here waits in the log like any other (EVD-AI-01).
         desk = ApprovalDesk(approvals, lambda: sandbox)
@@ -179,6 +190,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
             sandbox,
             on_approval=desk.on_approval,
             extra=desk.status_tools(loaded.profile.tools),
+            library=library,
             checks=CheckRunner.of_profile(loaded.profile, sandbox)
             if loaded.profile.checks
             else None,
@@ -430,6 +442,8 @@ COMMANDS = {
             'gbr-node tool list_dir \'{"path": "."}\'',
             'gbr-node tool read_file \'{"path": ".gbr_envs/default.toml", "limit": 5}\'',
             'echo \'{"pattern": "TODO"}\' | gbr-node tool search_text -',
+            "gbr-node tool search_library 'httpx timeout'  (plain text: the query)",
+            "gbr-node tool read_library httpx.Timeout",
         ],
     ),
 }

@@ -52,7 +52,7 @@ from gbr_node.confine import in_force, support
 from gbr_node.errors import GbrError, LibraryError, ModelError
 from gbr_node.library.index import LibraryIndex
 from gbr_node.library.lookup import db_path, open_library, prelookup
-from gbr_node.library.present import hits_text
+from gbr_node.library.present import answer_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.grammar import Workspace
@@ -684,17 +684,28 @@ class Node:
     async def with_library_context(self, prompt: UserPrompt) -> UserPrompt:
         """The prompt with the node's own library lookup added, when the message
         names an installed package or public name (`[library] prelookup`); one
-        status line says what was added. A lookup that fails or takes longer
-        than PRELOOKUP_TIMEOUT_S leaves the prompt as it is, and says so."""
+        status line says what was added. The block is sized to the model's window
+        (`lookup.block_tokens`: a tenth at most, none under 8k tokens unless a
+        package is named outright) and rides on this one message only: it is not
+        added again after tool results, and the embedded model's grammar never
+        offers its words (`llm.grammar.person_text`; issue 33). A lookup that
+        fails or takes longer than PRELOOKUP_TIMEOUT_S leaves the prompt as it
+        is, and says so."""
         config = self.loaded.profile.library
         if not config.prelookup or not self.loaded.profile.tools.is_enabled("search_library"):
             return prompt
         index = self.library
+        window = None if self.runtime is None else self.runtime.machine.context.window.tokens
         found = None
         with trio.move_on_after(PRELOOKUP_TIMEOUT_S) as scope:
             try:
                 found = await trio.to_thread.run_sync(  # type: ignore[call-arg]  # stale trio-typing stubs (see pyproject)
-                    prelookup, index, prompt.text, config.context_tokens, abandon_on_cancel=True
+                    prelookup,
+                    index,
+                    prompt.text,
+                    config.context_tokens,
+                    window,
+                    abandon_on_cancel=True,
                 )
             except LibraryError as exc:
                 self.notice(f"{YELLOW}library: lookup failed: {exc}{RESET}")
@@ -720,7 +731,8 @@ class Node:
                     self.notice, f"{DIM}library: indexing {pending} distributions first…{RESET}"
                 )
             report = index.refresh()
-            text = hits_text(index.search(query, limit=10))
+            misses = [(m.name, m.where) for m in index.missing(query)]
+            text = answer_text(index.search(query, limit=10), misses)
             problems = "".join(f"\n{YELLOW}{p}{RESET}" for p in index.problems)
             if report.indexed:
                 took = f"indexed {len(report.indexed)} distributions in {report.seconds:.1f} s"

@@ -4,6 +4,7 @@ FTS5 (`.gbr/library.db`).
 
     extract   one source file -> definitions, imports, `__all__`   [pure]
     exports   a distribution's modules -> public import paths     [pure]
+    mention   what a message names as code (pre-lookup, misses)  [pure]
     words     identifier splitting, question words, PEP 503 names [pure]
     hit       one search hit                                     [pure]
     rank      question -> FTS5 query; rows -> ranked hits         [pure]

@@ -13,7 +13,9 @@ PRIVATE_FACTOR; under tests or a vendored copy TESTS_FACTOR. They lower a
 hit's score, never remove it. Legacy code (a `v1`, `deprecated`, `compat`
 module, or a docstring that starts "Deprecated") LEGACY_FACTOR: a person
 asking wants today's API. A stub-only package (`trio-stubs/`) STUBS_FACTOR:
-the real package, when installed too, is the truer source. Kinds weigh too
+the real package, when installed too, is the truer source. A plain alias
+(`Foo = _Foo`) ALIAS_FACTOR: the definition it names is the better hit (issue
+33). Kinds weigh too
 (KIND_PRIOR): what one calls or subclasses answers more questions than a data
 field does. And so does use: a name the distribution's own code mentions
 often (`Table` in rich, `Event` in trio) is more likely what a question is
@@ -42,6 +44,9 @@ STUBS_FACTOR = 0.8
 LEGACY_FACTOR = 0.5
 LEGACY_PARTS = frozenset({"v1", "deprecated", "legacy", "compat", "_compat"})
 USE_WEIGHT = 0.15
+ALIAS_FACTOR = 0.5
+_ALIAS = re.compile(r"^ = [A-Za-z_][A-Za-z0-9_.]*$")
+"""`Foo = _Foo`, `get = client.get`: another name for a definition ranks below it."""
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 KIND_PRIOR = {"method": 0.9, "property": 0.8, "module": 0.8}
 KIND_PRIOR.update(dict.fromkeys(("attribute", "constant", "variable"), 0.6))
@@ -68,6 +73,7 @@ class Row(NamedTuple):
     factor: float
     params: str = ""
     apart: str = ""
+    more: str = ""
 
     @property
     def name(self) -> str:
@@ -200,9 +206,13 @@ def _row(
         file,
         definition.line,
         definition.end_line,
-        _factor(aliases[0], file, definition.doc) * KIND_PRIOR.get(definition.kind, 1.0) * weight,
+        _factor(aliases[0], file, definition.doc)
+        * KIND_PRIOR.get(definition.kind, 1.0)
+        * weight
+        * (ALIAS_FACTOR if _ALIAS.match(definition.signature) else 1.0),
         definition.params,
         apart,
+        definition.more,
     )
 
 

@@ -21,6 +21,7 @@ from typing import NamedTuple
 MAX_SIGNATURE_CHARS = 400
 MAX_DOC_CHARS = 400
 MAX_VALUE_CHARS = 80
+MAX_MORE_CHARS = 1500
 _SPACES = re.compile(r"\s+")
 _PROPERTY = {"property", "cached_property", "functools.cached_property"}
 
@@ -33,7 +34,10 @@ class Definition(NamedTuple):
     `signature` is the parameter list `"(url, *, params=None) -> Response"`
     (for a class, that of its `__init__`; "" when unknown), `bases` a class's
     base classes as written, `params` the parameter names (space-separated,
-    what the index matches), `doc` the docstring's first paragraph. Lines are
+    what the index matches), `doc` the docstring's first paragraph, `more`
+    what else answers questions in words (issue 33): the rest of the
+    docstring (parameters' documented meaning, notes), bounded at
+    MAX_MORE_CHARS, and for a class its public method names. Lines are
     1-based and inclusive. A named tuple: a big distribution has tens of
     thousands, and a frozen dataclass costs several times more to make.
     """
@@ -46,6 +50,7 @@ class Definition(NamedTuple):
     end_line: int
     bases: str = ""
     params: str = ""
+    more: str = ""
 
     @property
     def name(self) -> str:
@@ -97,6 +102,16 @@ def first_paragraph(doc: str | None) -> str:
     paragraph = next((p for p in paragraphs if not _MARKUP_ONLY.match(p)), "")
     text = _SPACES.sub(" ", paragraph).strip()
     return text if len(text) <= MAX_DOC_CHARS else text[: MAX_DOC_CHARS - 1] + "…"
+
+
+def rest_of_doc(doc: str | None) -> str:
+    """A docstring past its first paragraph, on one line, cut at MAX_MORE_CHARS
+    (what `more` indexes: the Args sections and notes people ask about)."""
+    if not doc:
+        return ""
+    paragraphs = [p.strip() for p in doc.strip().split("\n\n") if p.strip()]
+    first = next((n for n, p in enumerate(paragraphs) if not _MARKUP_ONLY.match(p)), 0)
+    return _cut(" ".join(paragraphs[first + 1 :]), MAX_MORE_CHARS)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -272,6 +287,12 @@ class _Reader:
             )
             bases = ", ".join(ast.unparse(b) for b in node.bases)
             doc = ast.get_docstring(node, clean=True)
+            methods = " ".join(
+                n.name
+                for n in node.body
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                and not n.name.startswith("_")
+            )
             info.definitions.append(
                 Definition(
                     "class",
@@ -282,6 +303,7 @@ class _Reader:
                     node.end_lineno or node.lineno,
                     _cut(bases, MAX_SIGNATURE_CHARS),
                     _params(init),
+                    _cut(f"{methods} {rest_of_doc(doc)}", MAX_MORE_CHARS),
                 )
             )
             for index, child in enumerate(node.body):
@@ -317,6 +339,7 @@ class _Reader:
                     node.lineno,
                     node.end_lineno or node.lineno,
                     params=_params(node),
+                    more=rest_of_doc(doc),
                 )
             )
         elif isinstance(node, ast.Assign | ast.AnnAssign):

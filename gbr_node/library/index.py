@@ -13,6 +13,7 @@ own connection.
 
 from __future__ import annotations
 
+import builtins
 import multiprocessing
 import os
 import sqlite3
@@ -34,9 +35,10 @@ from gbr_node.library.environments import (
     trusted_site,
 )
 from gbr_node.library.hit import Hit
+from gbr_node.library.mention import candidates
 from gbr_node.library.rank import Plan, plan_query, rerank
 from gbr_node.library.sources import scan_sources
-from gbr_node.library.words import normalise, tokenize
+from gbr_node.library.words import named_identifiers, normalise
 
 CANDIDATES = 200
 DEFAULT_LIMIT = 10
@@ -46,6 +48,7 @@ READ_MAX_LINES = 400
 PARALLEL_FROM = 8
 MEMBER_VOTE = 0.8
 MAX_MATCHED = 6000
+_BUILTINS = frozenset(dir(builtins))
 
 
 @dataclass
@@ -63,10 +66,24 @@ class RefreshReport:
 @dataclass(frozen=True)
 class Mentions:
     """What a message names: installed packages (`packages`, normalised
-    distribution names) and public names of them it spells as code (`names`)."""
+    distribution names) and public names of them it spells as code (`names`);
+    `explicit` when a package is named outright (an import, backticks, a
+    dotted path, its name next to a word like library), not only through one
+    of its names."""
 
     packages: tuple[str, ...]
     names: tuple[str, ...]
+    explicit: bool = False
+
+
+@dataclass(frozen=True)
+class Miss:
+    """An identifier a query named that nothing installed defines: `name` (its
+    last part), `spelled` (as written) and `where` it was looked for."""
+
+    name: str
+    spelled: str
+    where: str
 
 
 class LibraryIndex:
@@ -300,31 +317,84 @@ class LibraryIndex:
         return out
 
     def mentions(self, text: str) -> Mentions:
-        """The installed packages `text` names as words, and the public names of
-        them it spells as code (`open_nursery`, `httpx.Timeout`, backticked)."""
+        """The installed packages `text` names and the public names of them it
+        spells as code (`mention.candidates`: an import, backticks, a call, a
+        dotted name, a snake_case or CamelCase identifier, or a package's own name
+        next to a word like library or package). A builtin's name (`print(`) is
+        not a library's; a plain word, a file name and a module that shares its
+        name with a file extension never count (issue 33)."""
         names = self.package_names(fresh=True)
         packages: list[str] = []
         spelled: list[str] = []
+        explicit = False
         db = self._db()
-        for token in tokenize(text):
-            word = token.text.lower()
-            head = word.partition(".")[0]
-            if word in names or (token.code and head in names):
-                key = names.get(word) or names[head]
-                if key not in packages:
-                    packages.append(key)
+        for candidate in candidates(text):
+            word = candidate.text
+            head = word.partition(".")[0].lower()
+            if candidate.how == "word" or (head in names and candidate.how != "code"):
+                key = names.get(head) if candidate.how != "word" else names.get(word.lower())
+                if key is None:
+                    continue
+                explicit = explicit or candidate.explicit or "." in word
+                packages += [key] if key not in packages else []
+                if "." in word:
+                    spelled.append(word)
                 continue
-            if not token.code or len(token.text) < 3:
+            if candidate.how == "import" and head not in names:
+                continue  # `import data`: only a module of an installed package counts
+            if "." not in word and (word in _BUILTINS or len(word) < 3):
                 continue
-            last = token.text.rpartition(".")[2]
-            found = store.by_alias(db, token.text) or store.by_name(db, last, 5)
-            public = [h for h in found if not _private(h)]
-            if public:
-                spelled.append(token.text)
-                key = normalise(public[0].dist)
-                if key not in packages:
-                    packages.append(key)
-        return Mentions(tuple(packages), tuple(spelled))
+            found = [h for h in store.by_alias(db, word) if not _private(h)] or [
+                h for h in self._defined(db, word) if not _private(h)
+            ]
+            if found:
+                spelled.append(word)
+                explicit = explicit or candidate.explicit
+                key = normalise(found[0].dist)
+                packages += [key] if key not in packages else []
+        return Mentions(tuple(packages), tuple(spelled), explicit)
+
+    def exact(self, name: str) -> list[Hit]:
+        """The definitions `name` names exactly: an import path (`httpx.Timeout`),
+        a path's tail (`Client.stream`) or a bare name (`open_nursery`, case
+        counts), public ones first."""
+        db = self._db()
+        found = store.by_alias(db, name) or self._defined(db, name)
+        return sorted(found, key=_private)
+
+    def missing(self, query: str, package: str | None = None) -> list[Miss]:
+        """The identifiers `query` spells as code (`words.named_identifiers`) that
+        no indexed definition has (issue 33, "Honest misses"), each with where
+        it was looked for: the distribution its head or `package` names
+        (`httpx==0.28.1`), else "the installed libraries"."""
+        names = self.package_names()
+        dists = {d.key: d for d in self._indexed()}
+        hinted = names.get(package.lower()) or normalise(package) if package else None
+        out = []
+        for ident in named_identifiers(query):
+            head, dot, rest = ident.partition(".")
+            key = names.get(head.lower()) if dot else None
+            if key is not None and not rest:
+                continue
+            if self.exact(ident) or (key is not None and self.exact(rest)):
+                continue
+            where = dists.get(key or hinted or "") or next(
+                (dists[k] for k in plan_query(query, names).packages if k in dists), None
+            )
+            place = f"{where.name}=={where.version}" if where else "the installed libraries"
+            out.append(Miss(ident.rpartition(".")[2], ident, place))
+        return out
+
+    @staticmethod
+    def _defined(db: sqlite3.Connection, word: str) -> list[Hit]:
+        """Definitions named `word` exactly (case counts), or, for a dotted
+        `Client.stream`, whose path ends with it."""
+        last = word.rpartition(".")[2]
+        return [
+            h
+            for h in store.by_name(db, last, 20)
+            if h.qualname == word or h.qualname.endswith("." + word)
+        ]
 
     def read(
         self, name_or_path: str, line: int | None = None, lines: int = READ_DEFAULT_LINES

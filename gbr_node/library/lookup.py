@@ -22,6 +22,10 @@ from gbr_node.library.present import context_block, status_line
 from gbr_node.library.words import normalise
 
 PRELOOKUP_HITS = 8
+WINDOW_SHARE = 0.1
+"""The largest share of the model's window the pre-lookup block may take."""
+SMALL_WINDOW = 8192
+"""Below this window (tokens) a block is added only for a package named outright."""
 DB_NAME = "library.db"
 
 
@@ -54,15 +58,40 @@ def open_library(
     return LibraryIndex(db_path(project_dir), finders, sources, project=root)
 
 
-def prelookup(index: LibraryIndex, text: str, max_tokens: int) -> Prelookup | None:
+def block_tokens(window: int | None, cap: int, explicit: bool) -> int:
+    """The most tokens the pre-lookup block may take (issue 33): `cap` (the
+    profile's `[library] context_tokens`), at most WINDOW_SHARE of the model's
+    `window`, and nothing below SMALL_WINDOW tokens unless the message named a
+    package outright (`explicit`). `window` None: unknown, `cap` alone."""
+    if window is None:
+        return cap
+    if window < SMALL_WINDOW and not explicit:
+        return 0
+    return min(cap, int(window * WINDOW_SHARE))
+
+
+def prelookup(
+    index: LibraryIndex, text: str, max_tokens: int, window: int | None = None
+) -> Prelookup | None:
     """The lookup for a person's message, or None when it names no installed
-    package nor public name (or nothing was found). Blocking (indexes the named
-    distributions when they are new or changed); raises LibraryError."""
+    package nor public name as code (`LibraryIndex.mentions`), when the window
+    leaves it no room (`block_tokens`), or when nothing was found. The
+    definitions it spells come first, then what a search of the message finds
+    in the packages it names. Blocking (indexes the named distributions when
+    they are new or changed); raises LibraryError."""
     mentions = index.mentions(text)
     if not mentions.packages:
         return None
-    index.refresh(only=mentions.packages)
+    budget = block_tokens(window, max_tokens, mentions.explicit)
+    if budget <= 0:
+        return None
+    report = index.refresh(only=mentions.packages)
+    if report.indexed:
+        mentions = index.mentions(text)  # names of a package indexed just now
+    named = [h for name in mentions.names for h in index.exact(name)[:1]]
     hits = index.search(text, package=mentions.packages[0], limit=PRELOOKUP_HITS)
     hits = [h for h in hits if normalise(h.dist) in mentions.packages]
-    block, kept = context_block(hits, max_tokens)
+    seen = {h.entry_id for h in named}
+    hits = named + [h for h in hits if h.entry_id not in seen]
+    block, kept = context_block(hits[:PRELOOKUP_HITS], budget)
     return Prelookup(block, status_line(kept)) if kept else None

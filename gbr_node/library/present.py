@@ -36,6 +36,26 @@ def hits_text(hits: Sequence[Hit]) -> str:
     return "\n".join(hit_text(h) for h in hits) if hits else "no matching definitions"
 
 
+def miss_line(name: str, where: str) -> str:
+    """The first line of an answer for a name nothing defines (issue 33):
+    `no definition named fetch_json in httpx==0.28.1`."""
+    return f"no definition named {name} in {where}"
+
+
+def answer_text(hits: Sequence[Hit], misses: Sequence[tuple[str, str]] = ()) -> str:
+    """`hits_text`, after one `miss_line` per `(name, where)` of `misses`; then
+    the hits are the nearest names, each marked as not matching."""
+    if not misses:
+        return hits_text(hits)
+    lines = [miss_line(name, where) for name, where in misses]
+    if not hits:
+        return "\n".join([*lines, "no close names either"])
+    wanted = ", ".join(name for name, _ in misses)
+    lines.append(f"nearest names (none of them is {wanted}):")
+    lines += [hit_line(h) + "  (not matching)" + (f"\n    {h.doc}" if h.doc else "") for h in hits]
+    return "\n".join(lines)
+
+
 def where(hits: Sequence[Hit]) -> str:
     """`httpx==0.28.1`, or `httpx==0.28.1, trio==0.35.0` for hits from several."""
     return ", ".join(dict.fromkeys(h.dist_version for h in hits))
@@ -47,16 +67,30 @@ def status_line(hits: Sequence[Hit]) -> str:
     return f"library: {len(hits)} {noun} in {where(hits)}"
 
 
+LOOKUP_HEAD = "[Library lookup by gbr-node for the message below:"
+LOOKUP_TAIL = "[End of library lookup.]"
+
+
+def without_lookup(content: str) -> str:
+    """A user message's content without the pre-lookup block `context_block`
+    put before it: what the person wrote (issue 33: the embedded model's
+    grammar is built from the person's words, never from the block's)."""
+    if not content.startswith(LOOKUP_HEAD):
+        return content
+    _, found, rest = content.partition(LOOKUP_TAIL)
+    return rest.lstrip("\n") if found else content
+
+
 def context_block(hits: Sequence[Hit], max_tokens: int) -> tuple[str, list[Hit]]:
     """The text put before the person's message, at most `max_tokens` (estimated
     at CHARS_PER_TOKEN characters a token), and the hits that fit in it.
     Returns ("", []) when not even one hit fits."""
     head = (
-        "[Library lookup by gbr-node for the message below: definitions found in the "
+        f"{LOOKUP_HEAD} definitions found in the "
         "installed source (file:line, dist==version). Trust them over memory; "
         "read_library shows a definition's code.]"
     )
-    tail = "[End of library lookup.]"
+    tail = LOOKUP_TAIL
     budget = max_tokens * CHARS_PER_TOKEN - len(head) - len(tail) - 2
     kept: list[Hit] = []
     lines: list[str] = []

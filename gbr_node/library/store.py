@@ -2,7 +2,7 @@
 
 Tables: `dists` (one row per indexed distribution, with the fingerprint it
 was indexed at), `files`, `entries` (one per definition), `aliases` (every
-import path of an entry, for exact look-ups) and two full-text tables searched
+import path of an entry, for exact look-ups) and three full-text tables searched
 with `bm25()` and column weights, name above path above signature above
 docstring (`WEIGHTS`): `fts_names` (name and path, short) and `fts_docs`
 (signature and docstring, long). One distribution is written in one transaction,
@@ -23,9 +23,10 @@ from gbr_node.library.build import Built
 from gbr_node.library.hit import Hit
 from gbr_node.library.words import name_words, split_identifier
 
-SCHEMA_VERSION = "1"
-WEIGHTS = (4.0, 2.0, 1.5, 1.0)
-"""Weights of the bm25 score of the name, path, signature and docstring columns.
+SCHEMA_VERSION = "2"
+WEIGHTS = (4.0, 2.0, 1.5, 1.0, 0.25)
+"""Weights of the bm25 score of the name, path, signature, docstring and `more`
+columns (`more`: the rest of the docstring and a class's method names, issue 33).
 
 FTS5's `bm25(t, w...)` adds weighted term counts before saturating them (k1 =
 1.2), so even a 10:1 weight makes a name match barely twice a docstring match;
@@ -57,6 +58,9 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts_names USING fts5(
     name, path, dist, factor UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_docs USING fts5(
     signature, doc, dist, factor UNINDEXED,
+    tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_more USING fts5(
+    more, dist, factor UNINDEXED,
     tokenize = 'porter unicode61 remove_diacritics 2');
 """
 
@@ -191,6 +195,7 @@ def write_dist(
     aliases: list[tuple[Any, ...]] = []
     names: list[tuple[Any, ...]] = []
     docs: list[tuple[Any, ...]] = []
+    more: list[tuple[Any, ...]] = []
     for offset, row in enumerate(built.rows):
         entry_id = start + offset
         entries.append(
@@ -214,6 +219,8 @@ def write_dist(
         signature = " ".join(split_identifier(f"{row.params} {row.bases}"))
         names.append((entry_id, name_words(row.name), paths, token, row.factor))
         docs.append((entry_id, signature, row.doc, token, row.factor))
+        if row.more:
+            more.append((entry_id, " ".join(split_identifier(row.more)), token, row.factor))
     db.executemany("INSERT INTO entries VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", entries)
     db.executemany("INSERT INTO aliases VALUES (?, ?)", aliases)
     db.executemany(
@@ -222,12 +229,14 @@ def write_dist(
     db.executemany(
         "INSERT INTO fts_docs(rowid, signature, doc, dist, factor) VALUES (?,?,?,?,?)", docs
     )
+    db.executemany("INSERT INTO fts_more(rowid, more, dist, factor) VALUES (?,?,?,?)", more)
     return dist_id
 
 
-_FTS = ("fts_names", "fts_docs")
+_FTS = ("fts_names", "fts_docs", "fts_more")
 _NAMES_SCORE = f"{WEIGHTS[0]} * bm25(fts_names, 1, 0, 0) + {WEIGHTS[1]} * bm25(fts_names, 0, 1, 0)"
 _DOCS_SCORE = f"{WEIGHTS[2]} * bm25(fts_docs, 1, 0, 0) + {WEIGHTS[3]} * bm25(fts_docs, 0, 1, 0)"
+_MORE_SCORE = f"{WEIGHTS[4]} * bm25(fts_more, 1, 0)"
 _HIT_COLUMNS = (
     "e.id, e.qualname, e.kind, e.signature, e.bases, e.doc, f.path, d.base, e.line, "
     "e.end_line, d.name, d.version"
@@ -265,7 +274,10 @@ def match(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[int
     best POOL rows of each table (a row outside one table's pool counts 0 there)."""
     names = _scores(db, "fts_names", _NAMES_SCORE, expression, POOL)
     docs = _scores(db, "fts_docs", _DOCS_SCORE, expression, POOL)
-    total = {i: names.get(i, 0.0) + docs.get(i, 0.0) for i in {*names, *docs}}
+    more = _scores(db, "fts_more", _MORE_SCORE, expression, POOL)
+    total = {
+        i: names.get(i, 0.0) + docs.get(i, 0.0) + more.get(i, 0.0) for i in {*names, *docs, *more}
+    }
     return sorted(total.items(), key=lambda item: -item[1])[:limit]
 
 

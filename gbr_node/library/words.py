@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gbr_node.library.mention import candidates
+
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _TOKEN = re.compile(r"`[^`]+`|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[0-9]+")
 
@@ -125,6 +127,27 @@ def tokenize(text: str) -> list[Token]:
         first = not text[: match.start()].strip() or text[: match.start()].rstrip()[-1] in ".?!:"
         tokens.append(Token(raw.strip("`").strip(), is_code_like(raw, first)))
     return tokens
+
+
+_KNOWN_WORDS = frozenset(
+    """github gitlab javascript typescript pypi macos ios ipad iphone openai postgresql
+    mysql sqlite numpy pytorch youtube oauth graphql nodejs fastapi devops""".split()  # noqa: SIM905 (a word list reads better so)
+)
+"""Brand names written in mixed case that read as words, not identifiers."""
+
+
+def named_identifiers(text: str) -> list[str]:
+    """The identifiers `text` names as code, as written: backticked names, dotted
+    names that are no file names, names with an inner `_` or an inner capital
+    (`fetch_json`, `FancyTable`), not plain or capitalised words (`Schema`,
+    `GitHub`). What an honest miss is reported for (issue 33)."""
+    return [
+        c.text
+        for c in candidates(text)
+        if c.how in ("backtick", "dotted", "code", "call", "import")
+        and c.text.lower() not in _KNOWN_WORDS
+        and (c.how != "call" or "." in c.text or "_" in c.text or c.text[:1].isupper())
+    ]
 
 
 def terms(tokens: list[Token]) -> list[str]:

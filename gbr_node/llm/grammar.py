@@ -44,6 +44,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gbr_node.library.present import without_lookup
+
 CALL_OPEN = "<tool_call>\n"
 CALL_CLOSE = "\n</tool_call>"
 _CALL_RE = re.compile(r"\s*<tool_call>\s*(\{.*\})\s*</tool_call>\s*", re.DOTALL)
@@ -120,6 +122,13 @@ class Workspace:
     FREE_WORDS of them one space apart (the request's and those of the files read in
     the turn, `llm.turn`); empty: free. The tiny model wrote "The text is ... The text
     is ..." to its token limit, then the error that followed into the file."""
+
+
+def person_text(message: Mapping[str, Any] | None) -> str:
+    """The text a user message's person wrote: its content less the node's
+    library lookup block (`library.present.without_lookup`), whose names,
+    paths and words the embedded model must never be steered to write."""
+    return without_lookup(str((message or {}).get("content") or ""))
 
 
 def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
@@ -399,7 +408,7 @@ def paths_named(
     request = next((m for m in reversed(messages) if m.get("role") == "user"), None)
     new: list[str] = []
     existing: list[str] = []
-    for path in _NAMED_PATH_RE.findall(str((request or {}).get("content") or "")):
+    for path in _NAMED_PATH_RE.findall(person_text(request)):
         if any(part.startswith(".") for part in path.split("/")):
             continue
         if path in workspace.files:
@@ -414,7 +423,7 @@ def change_pending(messages: list[dict[str, Any]]) -> bool:
     `write_file` or `edit_file` call since it has succeeded (a result not starting
     with "error")."""
     start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
-    if start is None or not asks_for_change(str(messages[start].get("content") or "")):
+    if start is None or not asks_for_change(person_text(messages[start])):
         return False
     changes = {
         call.get("id")

@@ -48,6 +48,7 @@ from gbr_node.llm.grammar import (
     change_pending,
     old_strings,
     paths_named,
+    person_text,
 )
 
 _WORD_RE = re.compile(r"[\w@]+(?:[.\-][\w@]+)*")
@@ -84,9 +85,10 @@ _SHOULD_RE = re.compile(r"\b(?:should|must)\s+(?:say|read|be)\s+(\S.*?)\.?\s*$",
 
 
 def request_of(messages: list[dict[str, Any]]) -> str:
-    """The text of the person's last message ("" when there is none)."""
+    """The text of the person's last message ("" when there is none), without the
+    node's library lookup block (`grammar.person_text`)."""
     request = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-    return str((request or {}).get("content") or "")
+    return person_text(request)
 
 
 def spelled_content(request: str) -> str | None:

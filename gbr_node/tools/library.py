@@ -18,7 +18,8 @@ from pydantic.json_schema import SkipJsonSchema
 
 from gbr_node.errors import LibraryError, ToolError
 from gbr_node.library.index import MAX_LIMIT, READ_DEFAULT_LINES, READ_MAX_LINES, LibraryIndex
-from gbr_node.library.present import hits_text
+from gbr_node.library.present import answer_text
+from gbr_node.library.words import named_identifiers
 from gbr_node.tools.base import Params, Tool, ToolResult
 
 
@@ -63,14 +64,22 @@ class LibraryTools:
 
     def search_library(self, params: SearchLibraryParams) -> ToolResult:
         """Ranked hits, one line each (`hit_line`) with the docstring's first
-        paragraph below; structured: `{"hits": [...]}`. ToolError when the
-        index cannot be read."""
+        paragraph below; structured: `{"exact", "missing", "hits": [...]}`. When
+        the query names an identifier nothing installed defines, the text
+        starts with `no definition named NAME in DIST==VERSION` and the hits
+        are marked as not matching; `exact` is then false (true when every
+        identifier named is defined, null when none is named; issue 33).
+        ToolError when the index cannot be read."""
         try:
             self._index.refresh()
             hits = self._index.search(params.query, params.package, params.limit)
+            misses = self._index.missing(params.query, params.package)
         except LibraryError as exc:
             raise ToolError(str(exc)) from exc
+        named = bool(named_identifiers(params.query))
         structured: dict[str, Any] = {
+            "exact": (not misses) if named else None,
+            "missing": [{"name": m.name, "spelled": m.spelled, "where": m.where} for m in misses],
             "hits": [
                 {
                     "name": h.qualname,
@@ -83,9 +92,10 @@ class LibraryTools:
                     "doc": h.doc,
                 }
                 for h in hits
-            ]
+            ],
         }
-        return ToolResult.text(hits_text(hits), structured=structured)
+        text = answer_text(hits, [(m.name, m.where) for m in misses])
+        return ToolResult.text(text, structured=structured)
 
     def read_library(self, params: ReadLibraryParams) -> ToolResult:
         """Numbered source lines of a definition or file. ToolError when the

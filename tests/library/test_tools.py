@@ -67,7 +67,8 @@ async def test_a_peer_not_granted_the_library_tools_cannot_call_them(tmp_path, l
 
 
 def test_the_prelookup_names_a_package_or_a_public_name_and_ignores_prose(library):
-    by_package = prelookup(library, "how fast can widgets spin?", 1500)
+    assert prelookup(library, "how fast can widgets spin?", 1500) is None  # a plain word
+    by_package = prelookup(library, "how fast can the widgets package spin?", 1500)
     assert by_package is not None and by_package.status == "library: 1 hit in widgets==3.1.4"
     assert "widgets.spin_widget(" in by_package.context
     by_name = prelookup(library, "what does spin_widget take?", 1500)  # indexed by now
