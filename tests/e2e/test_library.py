@@ -43,13 +43,14 @@ def test_a_question_naming_httpx_gets_the_lookup_in_the_first_request(
     _, version = library_project
     model_server.enqueue(text_reply("Use httpx.Timeout."))
     term = run_node()
-    term.sendline("how do I set a timeout on an httpx client?")
+    # issue 33: the lookup runs when a name is written as code, here a dotted name
+    term.sendline("how do I set a timeout on an httpx.Client?")
     term.expect_new(rf"library: \d+ hits? in httpx=={re.escape(version)}")
     term.expect_new("Use httpx.Timeout.")
     (first,) = model_server.chat_bodies
     sent = _user_message(first)
     assert sent.startswith("[Library lookup")
-    assert sent.endswith("how do I set a timeout on an httpx client?")
+    assert sent.endswith("how do I set a timeout on an httpx.Client?")
     assert re.search(rf"class httpx\.Timeout\(.*  httpx/_config\.py:\d+  httpx=={version}\n", sent)
     assert len(sent) <= 1500 * 4 + 200  # the context_tokens bound (4 characters a token)
     assert "search_library" in first["messages"][0]["content"]  # the system prompt's note
