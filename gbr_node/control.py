@@ -47,6 +47,7 @@ from gbr_node.checks.verdict import full_report
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, build_sandbox, list_profiles, render_effective
 from gbr_node.config.profile import NodeConfig
+from gbr_node.config.render import summary
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.confine import in_force, support
 from gbr_node.errors import GbrError, LibraryError, ModelError
@@ -417,13 +418,18 @@ class Node:
         return await self.peers.dial(target)
 
     async def env_command(self, args: str) -> str:
-        """`/env` shows the active profile; `/env use NAME` switches; `/env reload` checks now.
+        """`/env` shows a one-screen summary of the active profile, `/env all` all of it;
+        `/env use NAME` switches; `/env reload` checks now.
 
         Switching and reloading follow the hot-reload rules (ADR-0012a): the
         outcome is announced like any reload, and a broken profile changes nothing.
         """
         word, _, rest = args.strip().partition(" ")
         if not word:
+            loaded = self.loaded
+            lines = summary(loaded.profile, loaded.name, str(loaded.file), str(loaded.root))
+            return "\n".join(lines)
+        if word == "all":
             return f"profile {self.loaded.name} ({self.loaded.file})\n" + render_effective(
                 self.loaded
             )
@@ -435,7 +441,7 @@ class Node:
         if word == "reload":
             outcome = await self.watcher.check_now()
             return "" if outcome is not None else f"profile {self.loaded.name} is unchanged"
-        raise GbrError("usage: /env, /env use NAME, /env reload")
+        raise GbrError("usage: /env, /env all, /env use NAME, /env reload")
 
     async def follow_profile(
         self, receive: trio.MemoryReceiveChannel[UpdateEnv | ProfileRejected]

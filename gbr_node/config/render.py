@@ -14,6 +14,8 @@ import math
 import re
 from typing import Any
 
+from gbr_node.config.profile import Profile
+
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -87,3 +89,34 @@ def _emit_table(
             sub = (*path, key)
             for item in value:
                 _emit_table(item, sub, lines, header=f"[[{'.'.join(map(toml_key, sub))}]]")
+
+
+def summary(profile: Profile, name: str, file: str, root: str) -> list[str]:
+    """One screen of what a profile puts in force (issue 34, `/env`): where it is, the
+    model, the rules that matter most, one line each; `/env all` shows it whole."""
+    tools = profile.tools
+    enabled = "all" if tools.enabled == "*" else ", ".join(tools.enabled) or "none"
+    commands = ", ".join(rule.name for rule in tools.run_command.allow) or "none"
+    model = profile.model
+    where = model.base_url or "not set (environment, Ollama or the embedded model)"
+    peers = [
+        f"{alias} (tools: {'all' if p.tools == '*' else ', '.join(p.tools) or 'none'}; "
+        f"chat {p.chat})"
+        for alias, p in profile.peers.items()
+    ]
+    checks = [*(["builtin"] if profile.builtin_checks else []), *profile.checks]
+    return [
+        f"profile {name} ({file})",
+        f"  root        {root}",
+        f"  model       {model.model or '(default)'} at {where}",
+        f"  protected   {', '.join(profile.protected_files) or 'nothing'} "
+        "(+ .gbr_envs, .git always)",
+        f"  tools       {enabled}",
+        f"  commands    {commands} (confine {tools.run_command.confine}, "
+        f"network {'on' if tools.run_command.network else 'off'})",
+        f"  peers       {'; '.join(peers) or 'none'}",
+        f"  mcp servers {', '.join(profile.mcp_servers) or 'none'}",
+        f"  checks      {', '.join(checks) or 'none'}",
+        f"  listen      {', '.join(profile.node.listen) or 'nowhere (dial only)'}",
+        "/env all shows the whole profile; /env use NAME switches; /env reload checks now",
+    ]

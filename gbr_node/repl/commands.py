@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clear": ("", "forget the conversation (the system prompt stays)"),
     "compact": ("", "leave old turns out of the next requests (/history keeps them)"),
     "usage": ("", "tokens, time and tool calls of this session (and cost, if priced)"),
-    "env": ("[use NAME | reload]", "show, switch or reload the environment profile"),
+    "env": ("[all|use NAME]", "the profile in one screen (all: whole); use NAME switches; reload"),
     "check": ("[run]", "show the last write check's full output; /check run runs the checks now"),
     "undo": ("[N]", "take back the files the last (N) turns changed"),
     "checkpoints": ("", "recent turns and peers' calls with the files each changed"),
@@ -127,7 +127,7 @@ def complete(
     head = before[: len(before) - len(rest)]
     if kind == "env":
         if not rest.startswith("use "):
-            return [f"{head}{w}" for w in ("use ", "reload") if w.startswith(rest)]
+            return [f"{head}{w}" for w in ("all", "use ", "reload") if w.startswith(rest)]
         head, rest = head + "use ", rest[4:]
         options = list(profiles)
     elif kind == "alias":

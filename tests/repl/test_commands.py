@@ -70,7 +70,7 @@ def test_unconfigured_choice_can_fall_back_to_ollama():
         ("/dial b", ["/dial bob", "/dial bobby"]),
         ("/approve ", ["/approve 3", "/approve 12"]),
         ("/reject 1", ["/reject 12"]),
-        ("/env ", ["/env use ", "/env reload"]),
+        ("/env ", ["/env all", "/env use ", "/env reload"]),
         ("/env use re", ["/env use reviewer"]),
         ("hello /us", []),
         ("/nothing ", []),
