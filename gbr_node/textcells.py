@@ -70,6 +70,22 @@ def plain(text: str) -> str:
     return SGR.sub("", text)
 
 
+_STYLED = re.compile(r"((?:\x1b\[[0-9;]*m)*)(.*?)((?:\x1b\[[0-9;]*m)*)", re.DOTALL)
+
+
+def wrap_styled(line: str, width: int) -> list[str]:
+    """`wrap` for a line of our own that may carry SGR colours: a line styled as a whole
+    (colours only at its start and end) keeps them on every row; one with colours inside
+    is wrapped plain. Widths count the text only (issue 34: no word cut at a wrap)."""
+    bare = plain(line)
+    if cell_len(bare) <= width:
+        return [line]
+    head, inner, tail = _STYLED.fullmatch(line).groups()  # type: ignore[union-attr]
+    if SGR.search(inner):
+        return wrap(bare, width)
+    return [f"{head}{row}{tail}" for row in wrap(inner, width)]
+
+
 def wrap(line: str, width: int) -> list[str]:
     """Greedy word wrap of one line (no newline in it) to rows of at most
     `width` cells; returns at least one row. See `wrap_spans`."""

@@ -36,7 +36,7 @@ from gbr_node.agent.messages import ToolExecutionFeedback
 from gbr_node.repl.blocks import Block, BlockSplitter
 from gbr_node.repl.markdown import render_block
 from gbr_node.repl.render import DIM, GREEN, RED, RESET, YELLOW, short_arguments, status_line
-from gbr_node.textcells import cut, one_line, plain, visible, wrap
+from gbr_node.textcells import cut, one_line, plain, visible, wrap, wrap_styled
 
 PROMPT = "› "
 HELD = "»"
@@ -139,19 +139,21 @@ class View:
             # results come as "stale"); those that ended are written in order.
             out += "".join(call.line for call in self._calls.values() if call.line)
             self._calls.clear()
-            out += self._lines(f"{DIM}{show.data['cut']}{RESET}") if show.data.get("cut") else ""
+            cut_note = show.data.get("cut")
+            out += self._lines(f"{DIM}{cut_note}{RESET}", width) if cut_note else ""
             summary = " · ".join(p for p in (show.text, show.data.get("summary", "")) if p)
             if summary:
-                out += self._lines(f"{DIM}({summary}){RESET}")
+                out += self._lines(f"{DIM}({summary}){RESET}", width)
             if "changed" in show.data:  # the turn's last line: what it changed (GBR-TRUTH-01)
-                out += self._lines(f"{DIM}{changed_line(show.data['changed'])}{RESET}")
+                out += self._lines(f"{DIM}{changed_line(show.data['changed'])}{RESET}", width)
             return out + self._release()
         if kind == "error":
-            return self._end_answer(width) + self._lines(f"{RED}error: {show.text}{RESET}")
+            error = f"{RED}error: {show.text}{RESET}"
+            return self._end_answer(width) + self._lines(error, width)
         if kind == "check":  # one status line per step of the write checks (issue 17)
             ok = show.text.endswith(" ok") or " ok (" in show.text
             colour = GREEN if ok else YELLOW
-            return self._end_answer(width) + self._lines(f"{colour}{show.text}{RESET}")
+            return self._end_answer(width) + self._lines(f"{colour}{show.text}{RESET}", width)
         if kind in ("notice", "stale"):
             if show.data.get("dropped"):
                 self._queued.clear()
@@ -162,7 +164,7 @@ class View:
     def notice(self, text: str, width: int) -> str:
         """A line (or lines) of ours: a notice, a command's output. Held while an answer
         streams; returns what to write now."""
-        text = self._lines(text)
+        text = self._lines(text, width)
         if self._answer is not None:
             self._held.append(text)
             return ""
@@ -293,10 +295,14 @@ class View:
             return "\n"
         return ""
 
-    def _lines(self, text: str) -> str:
+    def _lines(self, text: str, width: int | None = None) -> str:
+        """`text` made safe to print (`visible`), coloured or plain, each line wrapped at
+        word boundaries to `width` cells when given (issue 34)."""
         text = visible(text, keep_sgr=True)
         if not self.color:
             text = plain(text)
+        if width is not None:
+            text = "\n".join(row for line in text.split("\n") for row in wrap_styled(line, width))
         return text if text.endswith("\n") else text + "\n"
 
     def _style(self, text: str, reasoning: bool) -> str:

@@ -196,3 +196,25 @@ def test_a_window_widened_mid_answer_and_narrowed_back_loses_no_word(tmp_path, m
         assert all(len(row) <= cols for row in answer_rows(term, words))
     finally:
         term.child.terminate(force=True)
+
+
+@pytest.mark.parametrize(("cols", "color"), [(40, True), (80, True), (80, False)], ids=str)
+def test_the_node_s_own_lines_wrap_at_word_boundaries(tmp_path, model_server, cols, color):
+    """issue 34: the banner, notices and the usage line broke words at the terminal's edge
+    (`namesp|aces`, `tool call|s`); every word of them now stays whole on one row."""
+    project = tmp_path / "project"
+    project.mkdir()
+    write_profile(project, model_server.base_url)
+    model_server.enqueue(text_reply("Fine."))
+    term = start(project, model_server, cols=cols, color=color)
+    term.sendline("hello")
+    term.expect_new("Fine.")
+    term.expect_new("changed: no files")
+    rows = [row.rstrip() for row in term.rows()]
+    words = ["namespaces", "read-only", "confined:", "commands", "Ctrl-D", "leaves"]
+    text = "\n".join(rows)
+    for word in words:
+        if word in "".join(rows):  # said on screen, maybe across a row's edge
+            assert word in text, f"{word!r} broken across rows at {cols} columns:\n{text}"
+    for row in rows:
+        assert len(row) <= cols
