@@ -54,6 +54,7 @@ from gbr_node.repl.view import View
 from gbr_node.rpc.codes import UnauthorizedPeer
 from gbr_node.rpc.server import CallRecord, Limits
 from gbr_node.rpc.toolhost import ProfileToolHost
+from gbr_node.textcells import one_line
 
 log = logging.getLogger("gbr_node")
 OLLAMA_PROBE_TIMEOUT_S = 0.5
@@ -408,9 +409,11 @@ async def _call_and_print(
         if peer_addrs:
             host.add_addrs(target, peer_addrs)
         if tool is None:
-            for info in await list_tools(host, target, limits=limits):
-                summary = info.description.splitlines()[0] if info.description else ""
-                print(f"{info.name:<16} {summary}")
+            tools = await list_tools(host, target, limits=limits)
+            width = max((len(one_line(t.name, 64)) for t in tools), default=0)
+            for info in tools:  # a peer's names and words are data (GBR-PRIV-01)
+                summary = one_line(info.description.split("\n", 1)[0], 200)
+                print(f"{one_line(info.name, 64):<{width}}  {summary}".rstrip())
             return EXIT_OK
         result = await call_tool(host, target, tool, arguments, limits=limits)
     except (PeerUnreachable, UnauthorizedPeer) as exc:

@@ -103,3 +103,28 @@ def test_a_peers_forged_tool_names_never_reach_the_model_and_forged_notices_stay
         assert not row.lstrip().startswith("message from alice"), row
     assert "FORGED-A" not in screen and "FORGED-B" not in screen
     assert "<U+202E>evil" in screen and "\x1b[2J" not in screen
+
+
+def test_call_list_aligns_long_names_and_shows_a_peers_names_as_data(forged_peer, tmp_path):
+    """issue 34: `gbr-node call --list` misaligned long names; GBR-PRIV-01: a peer's
+    names and descriptions print with their control characters made visible."""
+    alice_key, _, addr = forged_peer
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    listed = subprocess.run(
+        [sys.executable, "-m", "gbr_node", "--identity", str(alice_key), "call", addr, "--list"],
+        cwd=caller,
+        env=node_env(tmp_path / "callerhome"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = listed.stdout.splitlines()
+    assert len(rows) == len(FORGED_TOOLS)
+    column = len(rows[0]) - len("fine")  # where the first description starts
+    for row, tool in zip(rows, FORGED_TOOLS, strict=True):
+        if tool["description"]:
+            assert row[column - 2 : column] == "  ", listed.stdout
+            assert row[column:].startswith(tool["description"][:20]), listed.stdout
+    assert "\x1b" not in listed.stdout and "evil\u2424name" in listed.stdout
