@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gbr_node.agent.session import Session
+from gbr_node.agent.session import LIBRARY_NOTE, Session
 from gbr_node.agent.tokens import request_tokens, text_tokens
 from gbr_node.llm.window import DEFAULT_CONTEXT_TOKENS
 
@@ -105,7 +105,7 @@ class ContextManager:
             if mode == "overflow":  # the estimate was wrong: at least halve the request
                 target = min(target, before // 2)
             notice = self._compact(session, sent_tools, target, before)
-        messages = session.request_messages()
+        messages = _without_unoffered_notes(session.request_messages(), sent_tools)
         raw = request_tokens(messages, sent_tools)
         estimate = math.ceil(raw * self.ratio)
         return Prepared(
@@ -213,6 +213,24 @@ class ContextManager:
             and isinstance(content, str)
             and text_tokens(content) > _SMALL_RESULT_TOKENS
         )
+
+
+def _without_unoffered_notes(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`messages` with the system message's `LIBRARY_NOTE` left out when no library tool
+    is offered: the model is not told about tools it cannot call (issue 32)."""
+    names = {(tool.get("function") or {}).get("name") for tool in tools}
+    if names & {"search_library", "read_library"} or not messages:
+        return messages
+    first = messages[0]
+    content = first.get("content")
+    if first.get("role") != "system" or not isinstance(content, str):
+        return messages
+    if LIBRARY_NOTE not in content:
+        return messages
+    trimmed = content.replace(f"\n\n{LIBRARY_NOTE}", "").replace(LIBRARY_NOTE, "")
+    return [{**first, "content": trimmed}, *messages[1:]]
 
 
 def short_spec(tool: dict[str, Any]) -> dict[str, Any]:
