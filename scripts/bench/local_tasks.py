@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import httpx
 import trio
 
 if sys.version_info >= (3, 11):
@@ -62,7 +63,6 @@ from gbr_node.config.profile import ModelConfig
 from gbr_node.control import Node
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
-from gbr_node.llm.events import Completion, TextDelta
 from gbr_node.llm.local import (
     CATALOGUE,
     DEFAULT_LOCAL_MODEL,
@@ -1165,20 +1165,31 @@ def held_out_32(path: Path = HELD_OUT_32) -> list[Task]:
 
 
 async def decode_rate(settings: ClientSettings) -> float:
-    """Tokens/s of one 128-token answer streamed through the client (after the first piece)."""
+    """Tokens/s of one answer of at most 128 tokens (`max_tokens`: the server's own cap is
+    now 1,024 or more), streamed from the server, after its first piece."""
     messages = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
-    async with ModelClient(settings) as client:
-        first = last = None
-        completion = None
-        async with client.stream_chat(messages) as stream:
-            async for event in stream:
-                if isinstance(event, TextDelta):
+    body = {
+        "model": settings.model,
+        "messages": messages,
+        "max_tokens": 128,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    first = last = None
+    tokens = 0
+    async with httpx.AsyncClient(timeout=120) as http:
+        url = f"{settings.base_url}/chat/completions"
+        async with http.stream("POST", url, json=body) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                chunk = json.loads(line[6:])
+                tokens = (chunk.get("usage") or {}).get("completion_tokens", tokens)
+                if any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or ()):
                     now = time.monotonic()
                     first = first or now
                     last = now
-                elif isinstance(event, Completion):
-                    completion = event
-    tokens = (completion.usage or {}).get("completion_tokens", 0) if completion else 0
     return (tokens - 1) / (last - first) if first and last and last > first else 0.0
 
 
