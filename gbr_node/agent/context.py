@@ -127,20 +127,18 @@ class ContextManager:
             self.window = Window(limit, "the model server's error answer")
 
     def fit_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`tools` as sent: whole when they take at most `TOOLS_SHARE` of the window; else
-        in their short form (first sentence, no parameter descriptions or titles), and
-        with only as many as fit that share, in the order given (local tools first)."""
+        """`tools` as sent, within `TOOLS_SHARE` of the window, in the order given (local
+        tools first): all of them whole when they fit; else, whole, the first ones that
+        fit, when that leaves out at most a third of them (a model reads a tool better
+        from its full description, issue 32); else in their short form (first sentence,
+        no parameter descriptions or titles), as many as fit."""
         cap = int(self.window.tokens * TOOLS_SHARE)
         if _spec_tokens(tools) <= cap:
             return list(tools)
-        kept, used = [], 0
-        for tool in map(short_spec, tools):
-            cost = _spec_tokens([tool])
-            if used + cost > cap:
-                break
-            kept.append(tool)
-            used += cost
-        return kept
+        whole = _prefix_within(tools, cap)
+        if 3 * len(whole) >= 2 * len(tools):
+            return whole
+        return _prefix_within(list(map(short_spec, tools)), cap)
 
     # -- planning ------------------------------------------------------------
 
@@ -213,6 +211,19 @@ class ContextManager:
             and isinstance(content, str)
             and text_tokens(content) > _SMALL_RESULT_TOKENS
         )
+
+
+def _prefix_within(tools: list[dict[str, Any]], cap: int) -> list[dict[str, Any]]:
+    """The first of `tools` whose specs together take at most `cap` tokens."""
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for tool in tools:
+        cost = _spec_tokens([tool])
+        if used + cost > cap:
+            break
+        kept.append(tool)
+        used += cost
+    return kept
 
 
 def _without_unoffered_notes(

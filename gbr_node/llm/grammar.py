@@ -22,9 +22,7 @@ the rules that read them):
 - With a `Workspace` (the files and folders the project holds), paths that
   must exist do: `read_file` and `edit_file` name a file that exists,
   `list_dir` a folder that exists; `edit_file` only a file read (or written)
-  in the turn, so the model has seen what it replaces; `write_file` a new
-  path or such a file (never one it has not read: it overwrote config.ini
-  whole with one line); and a read or listing
+  in the turn, so the model has seen what it replaces; and a read or listing
   already answered in the turn is not offered again (`answered`; a file
   changed since may be read again). A tool none of whose targets exists is
   left out. Without a workspace (too large, or not given) paths are free.
@@ -58,8 +56,6 @@ _TYPES = {"string": "jstr", "integer": "jint", "number": "jnum", "boolean": "jbo
 # The node's own tools whose `path` must name something that exists: a file or a folder.
 _EXISTING = {"read_file": "file", "edit_file": "file", "list_dir": "folder"}
 _EDIT = "edit_file"  # offered for a file only once it was read (or written) in the turn
-_CREATE = "write_file"  # a new path, or a file read (or written) in the turn
-_PCHAR = r"[^\"\\\x00-\x1f]"  # a path character, unescaped (new paths take no escapes)
 _CHANGES = ("write_file", "edit_file")
 # Text, not a call: its first character is none of `<` (a call), `{` (a call's JSON
 # written bare), a backtick (a code block) or whitespace.
@@ -161,9 +157,6 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
         value = _value_rule(properties[key])
         if key == "path" and targets is not None:
             value = _one_of(targets)
-        elif key == "path" and name == _CREATE and workspace is not None:
-            seen = [path for path in workspace.files if path in workspace.seen]
-            value = f"(newpath | {_one_of(seen)})" if seen else "newpath"
         if value is None:
             if key in required:
                 return None
@@ -217,37 +210,7 @@ def tool_call_grammar(
         f"call ::= {_literal(CALL_OPEN)} ({' | '.join(calls)}) {_literal(CALL_CLOSE)}",
         ANSWER_RULE,
     ]
-    if workspace is not None and any("newpath" in call for call in calls):
-        lines += _new_path_rules([*workspace.files, *workspace.folders])
     return "\n".join(lines) + "\n" + _VALUES
-
-
-def _new_path_rules(existing: list[str]) -> list[str]:
-    """GBNF rules `newpath ...`: a non-empty JSON string of path characters, without
-    escapes, that is none of `existing` (a trie over them: each node either closes
-    the string, when that is no existing path, or goes on with any other character,
-    or follows a child)."""
-    trie: dict[str, Any] = {}
-    for path in existing:
-        node = trie
-        for char in path:
-            node = node.setdefault(char, {})
-        node[""] = {}  # the end of an existing path
-    rules: list[str] = []
-
-    def rule(node: dict[str, Any], name: str, first: bool) -> None:
-        children = sorted(c for c in node if c)
-        branches = [] if first or "" in node else ['"\\""']
-        excluded = "".join(f"\\u{ord(c):04x}" for c in children)
-        branches.append(f'[^"\\\\\\x00-\\x1f{excluded}] {_PCHAR}* "\\""')
-        for index, char in enumerate(children):
-            child = f"{name}-{index}"
-            branches.append(f"{_literal(char)} {child}")
-            rule(node[char], child, False)
-        rules.insert(0, f"{name} ::= " + " | ".join(branches))
-
-    rule(trie, "newpath-t", True)
-    return ['newpath ::= "\\"" newpath-t', *rules]
 
 
 def parse_text_call(text: str) -> tuple[str, str] | None:

@@ -207,8 +207,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9, help="measured runs (9)")
     parser.add_argument(
         "--models",
-        default=f"{DEFAULT_LOCAL_MODEL},smollm2-135m",
-        help="comma-separated models to profile (default: both defaults)",
+        help="comma-separated models to profile (default: both defaults; with --quick, "
+        "smollm2-135m, a smoke run that loads in a second)",
     )
     parser.add_argument(
         "--compare", choices=list(CATALOGUE), help="issue 8's client-versus-floor run instead"
@@ -217,6 +217,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.runs = 1
+    if args.models is None:
+        args.models = "smollm2-135m" if args.quick else f"{DEFAULT_LOCAL_MODEL},smollm2-135m"
     before = os.getloadavg()
     if args.compare is None:
         names = [name for name in args.models.split(",") if name]
