@@ -23,8 +23,6 @@ from gbr_node.agent.context import (
     DEFAULT_WINDOW,
     SMALL_WINDOW_TOKENS,
     Window,
-    only_arguments,
-    short_spec,
 )
 from gbr_node.agent.dispatch import Dispatcher
 from gbr_node.agent.machine import DEFAULT_MAX_STEPS, SMALL_MODEL_MAX_STEPS
@@ -57,7 +55,7 @@ from gbr_node.library.present import answer_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.grammar import Workspace
-from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL, EMBEDDED_TOOLS
+from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL
 from gbr_node.llm.settings import ClientSettings
 from gbr_node.mcp.mounts import Mounts
 from gbr_node.mcp.toolset import NodeTools
@@ -344,17 +342,10 @@ class Node:
         return None if view is None else Workspace(*view)
 
     def chat_tools(self) -> list[dict[str, Any]]:
-        """The tools offered to the model: all of them; for the embedded model only
-        `EMBEDDED_TOOLS` with only their listed arguments, in short form (a 135M model
-        picks among few, and every spec costs prompt tokens of a 4,096-token window)."""
-        tools = self.dispatcher.chat_tools()
-        if not self.embedded:
-            return tools
-        return [
-            only_arguments(short_spec(t), EMBEDDED_TOOLS[t["function"]["name"]])
-            for t in tools
-            if t["function"]["name"] in EMBEDDED_TOOLS
-        ]
+        """The tools offered to the model, the embedded one too (issue 32): all of them;
+        what the window holds of them is `agent.context.ContextManager.fit_tools`'s
+        to decide (short forms, then fewer), for every model alike."""
+        return self.dispatcher.chat_tools()
 
     def model(self) -> ModelClient:
         """The current model client; ModelError when none is configured."""
@@ -363,9 +354,12 @@ class Node:
         return self.client
 
     def tools_lines(self) -> list[str]:
-        """`/tools`: one line per tool the model can call."""
+        """`/tools`: one line per tool the model is offered (what its window holds)."""
         lines = []
-        for tool in self.chat_tools():
+        tools = self.chat_tools()
+        if self.runtime is not None:
+            tools = self.runtime.machine.context.fit_tools(tools)
+        for tool in tools:
             fn = tool["function"]
             first = (fn.get("description") or "").strip().splitlines()[:1]
             lines.append(f"  {fn['name']:<20} {first[0] if first else ''}")
@@ -693,8 +687,8 @@ class Node:
         status line says what was added. The block is sized to the model's window
         (`lookup.block_tokens`: a tenth at most, none under 8k tokens unless a
         package is named outright) and rides on this one message only: it is not
-        added again after tool results, and the embedded model's grammar never
-        offers its words (`llm.grammar.person_text`; issue 33). A lookup that
+        added again after tool results; the embedded model's grammar takes no word
+        of any message (issue 32), so never the block's (issue 33). A lookup that
         fails or takes longer than PRELOOKUP_TIMEOUT_S leaves the prompt as it
         is, and says so."""
         config = self.loaded.profile.library

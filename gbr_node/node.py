@@ -39,7 +39,12 @@ from gbr_node.errors import GbrError, ModelError, PeerUnreachable
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.local import describe as describe_local
-from gbr_node.llm.local import local_model_available, local_model_server
+from gbr_node.llm.local import (
+    local_model_available,
+    local_model_server,
+    pick_local_model,
+    read_meminfo,
+)
 from gbr_node.llm.settings import ClientSettings
 from gbr_node.p2p.chat import serve_chat
 from gbr_node.p2p.host import P2PHost, open_host, parse_target
@@ -500,7 +505,10 @@ async def describe_model(settings: NodeSettings) -> int:
     if not choice.configured and not embedded_allowed():
         print(f"none: {missing_model_help(choice, EMBEDDED_OFF)}")
     else:
-        print(describe_local(choice, profile.local.model))
+        name, notice = pick_local_model(profile.local.model, read_meminfo())
+        if notice and not choice.configured:
+            print(notice)
+        print(describe_local(choice, name))
     return EXIT_OK
 
 
@@ -570,11 +578,15 @@ async def _run_node(
             pass
         elif not embedded_allowed():
             node.no_model_reason = EMBEDDED_OFF
-        elif local_model_available(local_name := node.loaded.profile.local.model):
+        elif local_model_available(local_name := _pick_local(node.loaded.profile.local.model, say)):
             say(f"{DIM}starting the embedded model (nothing else configured)…{RESET}")
             log_path = settings.project_dir / ".gbr" / "node.log"
+
+            def progress(text: str) -> None:
+                say(f"{DIM}{text}{RESET}")
+
             try:
-                server = local_model_server(log_path, local_name)
+                server = local_model_server(log_path, local_name, progress=progress)
                 local = await stack.enter_async_context(server)
                 choice = local.apply_to(choice)
                 node.embedded = True
@@ -607,6 +619,14 @@ async def _run_node(
         nursery.start_soon(_dial_known, node)
         repl.ready()
         await trio.sleep_forever()
+
+
+def _pick_local(configured: str | None, say: Callable[[str], None]) -> str:
+    """The embedded model to run (`pick_local_model`), saying so when memory decided it."""
+    name, notice = pick_local_model(configured, read_meminfo())
+    if notice:
+        say(f"{YELLOW}{notice}{RESET}")
+    return name
 
 
 async def _dial_known(node: Node) -> None:

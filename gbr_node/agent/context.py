@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gbr_node.agent.session import Session
+from gbr_node.agent.session import LIBRARY_NOTE, Session
 from gbr_node.agent.tokens import request_tokens, text_tokens
 from gbr_node.llm.window import DEFAULT_CONTEXT_TOKENS
 
@@ -31,7 +31,7 @@ RESERVE_SHARE = 0.25  # of the window kept free for the answer ...
 RESERVE_MAX_TOKENS = 4096  # ... but never more than this
 RESULT_SHARE = 0.25  # one tool result is sent cut to this share of the window
 NOTE_SHARE = 0.08  # the compaction note's size
-TOOLS_SHARE = 0.3  # tool specs above this share are sent in their short form
+TOOLS_SHARE = 0.3  # of the budget: more tool specs than this are not all sent whole
 COMPACT_TO = 0.6  # an automatic compaction aims at this share of the budget
 OVERFLOW_TO = 0.45  # ... and one after the server said the request did not fit
 SMALL_WINDOW_TOKENS = 8192  # at or under this, a model counts as small (agent.machine)
@@ -105,7 +105,7 @@ class ContextManager:
             if mode == "overflow":  # the estimate was wrong: at least halve the request
                 target = min(target, before // 2)
             notice = self._compact(session, sent_tools, target, before)
-        messages = session.request_messages()
+        messages = _without_unoffered_notes(session.request_messages(), sent_tools)
         raw = request_tokens(messages, sent_tools)
         estimate = math.ceil(raw * self.ratio)
         return Prepared(
@@ -127,20 +127,19 @@ class ContextManager:
             self.window = Window(limit, "the model server's error answer")
 
     def fit_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`tools` as sent: whole when they take at most `TOOLS_SHARE` of the window; else
-        in their short form (first sentence, no parameter descriptions or titles), and
-        with only as many as fit that share, in the order given (local tools first)."""
-        cap = int(self.window.tokens * TOOLS_SHARE)
+        """`tools` as sent, within `TOOLS_SHARE` of the budget (the window less the room
+        kept for the answer), in the order given (local tools first): all of them whole
+        when they fit; else, whole, the first ones that fit, when that is at least half
+        of them (a model reads a tool better from its full description, issue 32); else
+        in their short form (first sentence, no parameter descriptions or titles), as
+        many as fit."""
+        cap = int(self.budget * TOOLS_SHARE)
         if _spec_tokens(tools) <= cap:
             return list(tools)
-        kept, used = [], 0
-        for tool in map(short_spec, tools):
-            cost = _spec_tokens([tool])
-            if used + cost > cap:
-                break
-            kept.append(tool)
-            used += cost
-        return kept
+        whole = _prefix_within(tools, cap)
+        if 2 * len(whole) >= len(tools):
+            return whole
+        return _prefix_within(list(map(short_spec, tools)), cap)
 
     # -- planning ------------------------------------------------------------
 
@@ -213,6 +212,37 @@ class ContextManager:
             and isinstance(content, str)
             and text_tokens(content) > _SMALL_RESULT_TOKENS
         )
+
+
+def _prefix_within(tools: list[dict[str, Any]], cap: int) -> list[dict[str, Any]]:
+    """The first of `tools` whose specs together take at most `cap` tokens."""
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for tool in tools:
+        cost = _spec_tokens([tool])
+        if used + cost > cap:
+            break
+        kept.append(tool)
+        used += cost
+    return kept
+
+
+def _without_unoffered_notes(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`messages` with the system message's `LIBRARY_NOTE` left out when no library tool
+    is offered: the model is not told about tools it cannot call (issue 32)."""
+    names = {(tool.get("function") or {}).get("name") for tool in tools}
+    if names & {"search_library", "read_library"} or not messages:
+        return messages
+    first = messages[0]
+    content = first.get("content")
+    if first.get("role") != "system" or not isinstance(content, str):
+        return messages
+    if LIBRARY_NOTE not in content:
+        return messages
+    trimmed = content.replace(f"\n\n{LIBRARY_NOTE}", "").replace(LIBRARY_NOTE, "")
+    return [{**first, "content": trimmed}, *messages[1:]]
 
 
 def short_spec(tool: dict[str, Any]) -> dict[str, Any]:

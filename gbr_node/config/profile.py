@@ -207,9 +207,11 @@ class ModelConfig(_Frozen):
 
 
 class LocalConfig(_Frozen):
-    """`[local]`: which embedded model `gbr-node run` starts when nothing else is configured."""
+    """`[local]`: which embedded model `gbr-node run` starts when nothing else is configured.
+    None (not set): Qwen2.5-Coder-1.5B, or SmolLM2-135M when less than 3 GB of memory is
+    free (`llm.local.pick_local_model`)."""
 
-    model: Literal["smollm2-135m", "gemma3-270m"] = "smollm2-135m"
+    model: Literal["qwen2.5-coder-1.5b", "smollm2-135m", "gemma3-270m"] | None = None
 
 
 class NodeConfig(_Frozen):

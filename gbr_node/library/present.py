@@ -71,16 +71,6 @@ LOOKUP_HEAD = "[Library lookup by gbr-node for the message below:"
 LOOKUP_TAIL = "[End of library lookup.]"
 
 
-def without_lookup(content: str) -> str:
-    """A user message's content without the pre-lookup block `context_block`
-    put before it: what the person wrote (issue 33: the embedded model's
-    grammar is built from the person's words, never from the block's)."""
-    if not content.startswith(LOOKUP_HEAD):
-        return content
-    _, found, rest = content.partition(LOOKUP_TAIL)
-    return rest.lstrip("\n") if found else content
-
-
 def context_block(hits: Sequence[Hit], max_tokens: int) -> tuple[str, list[Hit]]:
     """The text put before the person's message, at most `max_tokens` (estimated
     at CHARS_PER_TOKEN characters a token), and the hits that fit in it.

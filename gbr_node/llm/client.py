@@ -15,6 +15,8 @@ Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
   `backoff_base_s * 2**attempt`, never more than `retry_wait_cap_s`; a server
   asking for longer than the cap is not waited for. 401/403/404 and other
   errors are never retried and say which setting is probably wrong.
+- A connection that drops before the answer's first byte (no status line:
+  a stale keep-alive connection, issue 32) is retried once, at once.
 - A 200 event stream with no event at all raises ModelError ("empty
   stream"); a stream that breaks after data arrived ends with a partial
   `Completion` (`partial=True`, `error` set) that keeps the text.
@@ -28,9 +30,9 @@ Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
   tools only then; the template still shows them), and the calls are read
   from the answer's text. The first answer of a turn (the last message is
   the person's) must be a call; later ones may also be text. With
-  `grammar_workspace`, the grammar names only files and folders the project
-  holds (`llm.grammar.Workspace`), and once a write or edit succeeded the
-  next answer is text.
+  `grammar_workspace`, the grammar names only
+  files and folders the project holds (`llm.grammar.Workspace`), no read or
+  listing already answered in the turn, and edits only of files read in it.
 
 The retry loop is plain code rather than tenacity/stamina: its waits come
 from the failed response's headers, and it must run inside the context that
@@ -42,6 +44,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -51,10 +54,9 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
-from gbr_node.llm.grammar import change_pending, changed_last, tool_call_grammar
+from gbr_node.llm.grammar import Workspace, answered, seen_in_turn, tool_call_grammar
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
-from gbr_node.llm.turn import answer_due, bound_turn
 from gbr_node.llm.window import (
     from_llama_props,
     from_model_list,
@@ -67,6 +69,10 @@ _ERROR_BODY_LIMIT = 64 * 1024  # bytes of a non-2xx body read for its message
 _EMPTY_STREAM_SNIPPET = 300  # bytes of a non-SSE 200 body quoted in the error
 _DRAIN_S = 0.5  # seconds to wait for the end of the body after [DONE]
 _PROBE_TIMEOUT_S = 2.0  # seconds for each context-size probe
+# A connection that dropped before the answer's first byte (a keep-alive connection the
+# server had closed): the request is sent once more. httpx's transport `retries` covers
+# only failures to connect (ConnectError, ConnectTimeout), not these.
+_DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 class ModelClient:
@@ -166,6 +172,7 @@ class ModelClient:
     async def _post(self, body: dict[str, Any], timeout_s: float) -> AsyncIterator[httpx.Response]:
         """POST `body`, retrying as the module docstring says; yields a 2xx streamed response."""
         attempt = 0
+        redialled = False
         while True:
             timeout = httpx.Timeout(timeout_s, connect=self.settings.connect_timeout_s)
             try:
@@ -173,6 +180,11 @@ class ModelClient:
                     "POST", f"{self._url}/chat/completions", json=body, timeout=timeout
                 )
                 response = await self._http.send(request, stream=True)
+            except _DROPPED as exc:
+                if redialled:
+                    raise _transport_error(exc, self.settings, timeout_s) from exc
+                redialled = True  # a stale keep-alive connection: once more, on a new one
+                continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 raise _transport_error(exc, self.settings, timeout_s) from exc
             if response.is_success:
@@ -279,17 +291,18 @@ class ChatStream:
         body: dict[str, Any] = {"model": settings.model, "messages": messages}
         if self._tools:
             body["tools"] = self._tools
-            must_call = self._messages[-1].get("role") == "user"
-            workspace = None
+            workspace: Workspace | None = None
             if settings.tool_grammar and settings.grammar_workspace is not None:
                 workspace = settings.grammar_workspace()
-            must_answer = settings.grammar_workspace is not None and changed_last(self._messages)
             if workspace is not None:
-                must_call = must_call or change_pending(self._messages)
-                workspace = bound_turn(self._messages, workspace)
-                must_answer = must_answer or answer_due(self._messages, workspace)
+                workspace = replace(
+                    workspace,
+                    done=answered(self._messages),
+                    seen=seen_in_turn(self._messages),
+                )
+            must_call = self._messages[-1].get("role") == "user"
             grammar = settings.tool_grammar and tool_call_grammar(
-                self._tools, must_call=must_call, must_answer=must_answer, workspace=workspace
+                self._tools, must_call=must_call, workspace=workspace
             )
             if grammar:
                 body["grammar"] = grammar

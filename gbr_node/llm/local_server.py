@@ -1,9 +1,9 @@
 """Child-process entry point of the embedded model server: llama.cpp's own server, tied.
 
 Run as `python -m gbr_node.llm.local_server --model GGUF --port N --n-ctx N
---alias NAME --chat-template FILE`. It starts llama.cpp's native HTTP server
+--n-predict N --alias NAME [--chat-template FILE]`. It starts llama.cpp's native HTTP server
 (OpenAI-compatible `/v1/chat/completions`, `/v1/models`, `/props`) from the
-prebuilt `xllamacpp` wheel on 127.0.0.1:N, with the chat template FILE: the
+prebuilt `xllamacpp` wheel on 127.0.0.1:N, with the chat template FILE (else the GGUF's own): the
 model's turn markers plus tool specs and `<tool_call>` blocks that
 llama.cpp's template analysis turns into OpenAI tool calls, streamed or not.
 The wheel is built for x86-64 with AVX2 and without AVX-512 or AMX, so it
@@ -24,8 +24,6 @@ import sys
 import threading
 from pathlib import Path
 
-MAX_ANSWER_TOKENS = 256  # n_predict: tiny models run on (repeating) rather than stop; cut here
-
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The child's command line (see the module docstring); exits 2 on a bad one."""
@@ -33,8 +31,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--model", required=True, type=Path, help="GGUF file")
     parser.add_argument("--port", required=True, type=int)
     parser.add_argument("--n-ctx", required=True, type=int, help="context window, tokens")
+    parser.add_argument("--n-predict", required=True, type=int, help="longest answer, tokens")
     parser.add_argument("--alias", required=True, help="model id the server lists")
-    parser.add_argument("--chat-template", required=True, type=Path, help="Jinja template file")
+    parser.add_argument(
+        "--chat-template", type=Path, help="Jinja template file (default: the GGUF's own)"
+    )
     return parser.parse_args(argv)
 
 
@@ -59,9 +60,10 @@ def main(argv: list[str] | None = None) -> None:
     params.model.path = str(args.model)
     params.n_ctx = args.n_ctx
     params.n_parallel = 1  # one slot holding the whole window
-    params.n_predict = MAX_ANSWER_TOKENS
+    params.n_predict = args.n_predict
     params.use_jinja = True
-    params.chat_template = args.chat_template.read_text(encoding="utf-8")
+    if args.chat_template is not None:
+        params.chat_template = args.chat_template.read_text(encoding="utf-8")
     params.hostnames = ["127.0.0.1"]
     params.port = args.port
     params.endpoint_props = True

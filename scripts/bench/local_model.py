@@ -1,7 +1,15 @@
-"""Benchmark: the embedded model through gbr-node's client against bare httpx, same server.
+"""Benchmark: the embedded models through gbr-node's client: speed and memory, and the
+client against bare httpx on the same server.
 
-Run: `.venv/bin/python scripts/bench/local_model.py [--runs N] [--model smollm2-135m] [--quick]`
-(needs the `[local]` extra). Issue 8's target: gbr-node's path costs at most 15%
+Run: `.venv/bin/python scripts/bench/local_model.py [--runs N] [--models a,b] [--quick]`
+(needs the `[local]` extra and the models). By default (issue 32) each model of
+`--models` (both catalogued defaults: qwen2.5-coder-1.5b and smollm2-135m) is started
+in turn and measured through `ModelClient`: start-up seconds (server start to
+`/v1/models` answering, the model loaded), first token cold (the first request after
+the start: the system and user prompt evaluated from nothing) and warm (median of
+`--runs` later requests whose prompt differs only in its last message), decode
+tokens/s (median), and the server's resident memory (VmRSS at the end, VmHWM peak).
+`--compare MODEL` runs issue 8's comparison instead: gbr-node's path costs at most 15%
 over the floor, i.e. the ratios printed are at most 1.15.
 
 - Client: the node's path. `local_model_server` starts llama.cpp's server
@@ -152,15 +160,84 @@ async def measure(runs: int, name: str) -> dict[str, dict[str, list[Run]]]:
     return results
 
 
+def memory_mib(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of process `pid`, in MiB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024
+    return fields.get("VmRSS", 0.0), fields.get("VmHWM", 0.0)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One model's figures: seconds to start, cold first token (s), warm first tokens (s),
+    decode rates (tokens/s), memory (MiB)."""
+
+    start_s: float
+    cold: Run
+    warm: list[Run]
+    rss_mib: float
+    peak_mib: float
+
+
+async def profile(name: str, runs: int) -> Profile:
+    """Start model `name`, measure a cold request then `runs` warm ones, stop it."""
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.perf_counter()
+        async with local_model_server(Path(folder) / "server.log", name) as local:
+            start_s = time.perf_counter() - started
+            settings = ClientSettings(
+                base_url=local.base_url, model=local.model, temperature=0.0, max_retries=0
+            )
+            async with ModelClient(settings) as client:
+                cold = await client_run(client, new_turn(0))
+                warm = [await client_run(client, new_turn(i)) for i in range(1, runs + 1)]
+            rss, peak = memory_mib(local.pid)
+    return Profile(start_s, cold, warm, rss, peak)
+
+
+async def profile_all(names: list[str], runs: int) -> dict[str, Profile]:
+    return {name: await profile(name, runs) for name in names}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=9, help="measured runs per scenario (9)")
-    parser.add_argument("--model", default=DEFAULT_LOCAL_MODEL, choices=list(CATALOGUE))
+    parser.add_argument("--runs", type=int, default=9, help="measured runs (9)")
+    parser.add_argument(
+        "--models",
+        help="comma-separated models to profile (default: both defaults; with --quick, "
+        "smollm2-135m, a smoke run that loads in a second)",
+    )
+    parser.add_argument(
+        "--compare", choices=list(CATALOGUE), help="issue 8's client-versus-floor run instead"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 run per scenario")
     args = parser.parse_args()
     if args.quick:
         args.runs = 1
+    if args.models is None:
+        args.models = "smollm2-135m" if args.quick else f"{DEFAULT_LOCAL_MODEL},smollm2-135m"
     before = os.getloadavg()
+    if args.compare is None:
+        names = [name for name in args.models.split(",") if name]
+        profiles = trio.run(profile_all, names, args.runs)
+        print(f"temperature 0; warm figures are medians of {args.runs} runs")
+        print(f"load average before {before}, after {os.getloadavg()}")
+        head = ["model", "start s", "first token cold s", "first token warm s", "tokens/s"]
+        head += ["RSS MiB", "peak RSS MiB"]
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for name, found in profiles.items():
+            warm_first = statistics.median(run.first_s for run in found.warm)
+            rate = statistics.median(run.rate for run in [found.cold, *found.warm])
+            cells = [CATALOGUE[name].alias, f"{found.start_s:.1f}", f"{found.cold.first_s:.2f}"]
+            cells += [f"{warm_first:.2f}", f"{rate:.1f}", f"{found.rss_mib:.0f}"]
+            cells.append(f"{found.peak_mib:.0f}")
+            print("| " + " | ".join(cells) + " |")
+        return
+    args.model = args.compare
     results = trio.run(measure, args.runs, args.model)
     print(f"{CATALOGUE[args.model].alias}, temperature 0, median of {args.runs} runs per side")
     print(f"load average before {before}, after {os.getloadavg()}")

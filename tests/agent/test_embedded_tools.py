@@ -1,4 +1,5 @@
-"""Issue 15: the embedded model is offered few tools, and its calls are grammar-constrained.
+"""Issue 32: the embedded model is offered the same tools as any model (as many as its
+window holds), and its calls are grammar-constrained by the tool schemas and the project.
 
 Through the node's own agent (Node, AgentMachine, AgentRuntime, ModelClient) against the
 real loopback model server: what the request carries, and that a call the model writes as
@@ -19,7 +20,6 @@ from gbr_node.config.loader import load_profile
 from gbr_node.control import Node
 from gbr_node.llm.choice import choose_model
 from gbr_node.llm.client import ModelClient
-from gbr_node.llm.local import EMBEDDED_TOOLS
 from tests.support.gbnf import Gbnf
 from tests.support.model_server import ModelServer
 from tests.support.replies import text_reply
@@ -54,22 +54,23 @@ async def run_turn(tmp_path, server: ModelServer, embedded: bool) -> list:
     return shown
 
 
-async def test_the_embedded_model_gets_its_few_tools_and_a_written_call_runs(tmp_path) -> None:
+async def test_the_embedded_model_gets_the_same_tools_and_a_written_call_runs(
+    tmp_path,
+) -> None:
     with ModelServer() as server:
         server.enqueue(text_reply(WRITE + "\n</tool_call>", pieces=6), text_reply("Done."))
         shown = await run_turn(tmp_path, server, embedded=True)
         first, second = server.chat_bodies
+        server.enqueue(text_reply("Hi."))
+        (tmp_path / "configured").mkdir()
+        await run_turn(tmp_path / "configured", server, embedded=False)
+        configured = server.chat_bodies[-1]
     assert (tmp_path / "hello.txt").read_text() == "Hello"
     assert not any("<tool_call>" in s.text for s in shown if s.kind == "text")  # never shown
-    assert [t["function"]["name"] for t in first["tools"]] == list(EMBEDDED_TOOLS)
-    for tool in first["tools"]:
-        function = tool["function"]
-        offered = tuple(function["parameters"]["properties"])
-        assert offered == EMBEDDED_TOOLS[function["name"]]
-        assert "." not in function["description"]  # the short form: one sentence
+    assert first["tools"] == configured["tools"]  # no list of exceptions (issue 32)
     assert first["tool_choice"] == "none" and first["grammar"].startswith("root ::= call\n")
-    # After a successful write the embedded model reports (no more calls in the turn).
-    assert second["grammar"].startswith("root ::= answer\n")
+    # After a successful write the model may call again or answer: nothing forces either.
+    assert second["grammar"].startswith("root ::= call | answer\n")
     assert second["messages"][-1]["role"] == "tool"
 
 
@@ -79,7 +80,7 @@ async def test_a_configured_model_gets_every_tool_and_no_grammar(tmp_path) -> No
         await run_turn(tmp_path, server, embedded=False)
         [body] = server.chat_bodies
     names = {t["function"]["name"] for t in body["tools"]}
-    assert set(EMBEDDED_TOOLS) < names and {"move_path", "delete_path"} <= names
+    assert {"read_file", "write_file", "edit_file", "move_path", "delete_path"} <= names
     assert "grammar" not in body and "tool_choice" not in body
 
 
@@ -88,24 +89,42 @@ def call(name: str, arguments: dict) -> str:
 
 
 async def test_the_embedded_model_s_grammar_names_what_the_project_holds(tmp_path) -> None:
-    """Issue 15b: each request's grammar is bounded by the project as it is then."""
+    """Issue 15b, as issue 32 left it: each request's grammar is bounded by the project as
+    it is then (paths that must exist do; edits only of files read in the turn), never by
+    the request's words."""
     (tmp_path / "notes.txt").write_text("colour: red\n")
     (tmp_path / "docs").mkdir()
     with ModelServer() as server:
         server.enqueue(text_reply(WRITE + "\n</tool_call>", pieces=6), text_reply("Done."))
         await run_turn(tmp_path, server, embedded=True)
         first, second = (Gbnf(body["grammar"]) for body in server.chat_bodies)
-    # The request names hello.txt, which does not exist, and spells its text: that write is
-    # the one call (the tiny model edited the file it had read instead, or wrote "The text
-    # is Hello. The text is ..." until its token limit).
     assert first.matches(call("write_file", {"path": "hello.txt", "content": "Hello"}))
-    assert not first.matches(call("write_file", {"path": "hi.txt", "content": "Hello"}))
-    assert not first.matches(call("write_file", {"path": "hello.txt", "content": "Hello!"}))
+    assert first.matches(call("write_file", {"path": "hi.txt", "content": "print('hi')\n"}))
+    assert first.matches(call("read_file", {"path": "notes.txt"}))
+    assert first.matches(call("list_dir", {"path": "docs"}))
+    assert not first.matches("Which text should hello.txt hold?")  # the first answer: a call
+    assert not first.matches(call("read_file", {"path": "nope.txt"}))
+    assert not first.matches(call("list_dir", {"path": "notes.txt"}))
     edit = {"path": "notes.txt", "old_string": "red", "new_string": "blue"}
-    assert not first.matches(call("edit_file", edit))
-    assert not first.matches(call("read_file", {"path": "notes.txt"}))
-    assert not first.matches(call("list_dir", {"path": "docs"}))
-    # The write succeeded: the next answer reports it, it calls nothing more.
+    assert not first.matches(call("edit_file", edit))  # not read in this turn
     assert second.matches("Done.")
-    assert not second.matches(call("read_file", {"path": "hello.txt"}))
-    assert not second.matches(call("write_file", {"path": "hi.txt", "content": "x"}))
+    assert second.matches(call("read_file", {"path": "hello.txt"}))
+
+
+async def test_the_library_note_is_left_out_when_no_library_tool_is_offered(tmp_path) -> None:
+    """Issue 32: the model is not told about tools it is not offered."""
+    (tmp_path / ".gbr_envs").mkdir()
+    (tmp_path / ".gbr_envs" / "default.toml").write_text(
+        '[tools]\nenabled = ["read_file", "write_file"]\n'
+    )
+    node = Node(load_profile(tmp_path, "default"))
+    session = Session(node.loaded.system_prompt)
+    session.append({"role": "user", "content": "hi"})
+    machine = AgentMachine(session, node.chat_tools)
+    tools = node.chat_tools()
+    prepared = machine.context.prepare(session, tools)
+    assert "search_library" not in prepared.messages[0]["content"]
+    with_library = [*tools, {"type": "function", "function": {"name": "search_library"}}]
+    prepared = machine.context.prepare(session, with_library)
+    assert "search_library" in prepared.messages[0]["content"]
+    node.approvals.close()

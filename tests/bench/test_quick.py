@@ -30,7 +30,7 @@ TABLES = {
     "hotreload": "interval s  median ms",
     "interrupt": "server sees the close",
     "library": "query p95 (question set)",
-    "local_model": "first token ms",
+    "local_model": "| model | start s | first token cold s",
     "local_tasks": "| model | tasks | success %",
     "mcp": "mcp local: SDK client -> gbr-node mcp, read_file",
     "p2p_connect": "connect (dial+Noise+Yamux)",

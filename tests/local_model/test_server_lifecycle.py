@@ -14,7 +14,7 @@ import trio
 
 from gbr_node.errors import ModelError
 from gbr_node.llm import local as local_module
-from gbr_node.llm.local import MODEL_ALIAS, LocalModel, local_model_server
+from gbr_node.llm.local import CATALOGUE, SMALL_LOCAL_MODEL, LocalModel, local_model_server
 from tests.local_model.support import requires_local_model
 
 pytestmark = requires_local_model
@@ -41,7 +41,7 @@ def wait_gone(pid: int) -> bool:
 async def test_the_server_lists_smollm2_and_its_output_goes_to_the_log(
     local: LocalModel, tmp_path: Path
 ) -> None:
-    assert local.model == MODEL_ALIAS
+    assert local.model == CATALOGUE[SMALL_LOCAL_MODEL].alias
     assert local.base_url.startswith("http://127.0.0.1:") and local.base_url.endswith("/v1")
     log = (tmp_path / "node.log").read_text(errors="replace")
     assert "gbr-node: starting" in log and "--chat-template" in log
@@ -55,14 +55,14 @@ async def test_the_child_waits_passively_for_openmp_work(local: LocalModel) -> N
 
 
 async def test_leaving_the_block_stops_the_child(tmp_path: Path) -> None:
-    async with local_model_server(tmp_path / "node.log") as running:
+    async with local_model_server(tmp_path / "node.log", SMALL_LOCAL_MODEL) as running:
         assert alive(running.pid)
     assert not alive(running.pid)
 
 
 async def test_cancellation_still_stops_the_child(tmp_path: Path) -> None:
     with trio.move_on_after(60) as scope:
-        async with local_model_server(tmp_path / "node.log") as running:
+        async with local_model_server(tmp_path / "node.log", SMALL_LOCAL_MODEL) as running:
             scope.cancel()
             await trio.sleep_forever()
     assert scope.cancelled_caught and not alive(running.pid)  # type: ignore[unreachable]  # stale trio-typing stubs
@@ -78,7 +78,7 @@ async def test_a_child_that_exits_early_is_reported_with_the_log(
     )
     log = tmp_path / "node.log"
     with trio.fail_after(60), pytest.raises(ModelError) as info:
-        async with local_model_server(log):
+        async with local_model_server(log, SMALL_LOCAL_MODEL):
             pass
     assert "exited with status" in str(info.value) and str(log) in str(info.value)
     assert "no-such-model.gguf" in log.read_text(errors="replace")
@@ -90,7 +90,7 @@ def test_a_killed_parent_leaves_no_server_behind(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from gbr_node.llm.local import local_model_server\n"
         "async def main():\n"
-        "    async with local_model_server(Path(sys.argv[1])) as running:\n"
+        '    async with local_model_server(Path(sys.argv[1]), "smollm2-135m") as running:\n'
         "        print(running.pid, flush=True)\n"
         "        await trio.sleep_forever()\n"
         "trio.run(main)\n"

@@ -48,6 +48,7 @@ from tests.support.replies import (
     Delay,
     Drop,
     ErrorReply,
+    Hangup,
     JsonReply,
     Reply,
     SseReply,
@@ -292,6 +293,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(reply.status, data, {"content-type": kind, **reply.headers})
         elif isinstance(reply, JsonReply):
             self._send_json(200, reply.body)
+        elif isinstance(reply, Hangup):
+            self.close_connection = True
+            _shutdown(self.connection)
         else:
             self._stream(number, reply)
 

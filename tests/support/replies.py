@@ -30,6 +30,12 @@ SseItem = Mapping[str, Any] | bytes | str | Delay | Drop
 
 
 @dataclass(frozen=True)
+class Hangup:
+    """Close the connection before any byte of the answer (as a server does with a
+    keep-alive connection it had already dropped: the client sees no status line)."""
+
+
+@dataclass(frozen=True)
 class SseReply:
     """A `200 text/event-stream` answer, item by item.
 
@@ -117,7 +123,7 @@ class Answer:
         return SseReply(items)
 
 
-Reply = Answer | SseReply | ErrorReply | JsonReply
+Reply = Answer | SseReply | ErrorReply | JsonReply | Hangup
 
 
 def text_reply(
