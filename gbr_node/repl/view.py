@@ -301,7 +301,7 @@ class View:
         text = visible(text, keep_sgr=True)
         if not self.color:
             text = plain(text)
-        if width is not None:
+        if width is not None and self.live:  # a terminal; serve's log lines stay whole
             text = "\n".join(row for line in text.split("\n") for row in wrap_styled(line, width))
         return text if text.endswith("\n") else text + "\n"
 

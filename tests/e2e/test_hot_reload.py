@@ -75,7 +75,7 @@ def test_a_broken_save_is_reported_and_the_old_profile_keeps_working(
     term = run_node()
     term.mark()
     rewrite(profile, "[model]", "[model]\ntemperatur = 0.5", atomic=True)
-    term.expect_new(r"profile not reloaded.*default\.toml:\d+ \[model\.temperatur\]")
+    term.expect_new(r"profile not reloaded.*default\.toml:\d+\s+\[model\.temperatur\]")
     term.sendline("are you there?")
     term.expect_new("still answering")
     assert model_server.chat_bodies[0]["messages"][0]["content"].startswith("You are a test agent")
