@@ -354,15 +354,37 @@ class Node:
         return self.client
 
     def tools_lines(self) -> list[str]:
-        """`/tools`: one line per tool the model is offered (what its window holds)."""
-        lines = []
-        tools = self.chat_tools()
+        """`/tools`: one line per tool the model is offered now (what its window holds),
+        then, dimmed, what is withheld and why (issue 34): tools left out for the
+        window, trusted peers not connected, mounted MCP servers not running."""
+        offered = self.chat_tools()
         if self.runtime is not None:
-            tools = self.runtime.machine.context.fit_tools(tools)
-        for tool in tools:
+            offered = self.runtime.machine.context.fit_tools(offered)
+        lines = []
+        for tool in offered:
             fn = tool["function"]
             first = (fn.get("description") or "").strip().splitlines()[:1]
             lines.append(f"  {fn['name']:<20} {first[0] if first else ''}")
+        sent = {tool["function"]["name"] for tool in offered}
+        withheld = [
+            f"{name}: left out for the model's window"
+            for name in (t["function"]["name"] for t in self.chat_tools())
+            if name not in sent
+        ]
+        known = {t["function"]["name"].split("__", 1)[0] for t in self.chat_tools()}
+        withheld += [
+            f"{alias}__*: peer not connected (its tools come when it is: /dial {alias})"
+            for alias in self.loaded.profile.peers
+            if alias not in known
+        ]
+        withheld += [
+            f"{name}__*: MCP server not running (starting, or failed: see .gbr/node.log)"
+            for name in self.loaded.profile.mcp_servers
+            if name not in known
+        ]
+        if withheld:
+            lines.append(f"{DIM}withheld:{RESET}")
+            lines += [f"{DIM}  {one_line(line)}{RESET}" for line in withheld]
         return lines
 
     def peers_lines(self) -> list[str]:

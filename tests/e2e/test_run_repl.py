@@ -2,7 +2,7 @@
 
 import signal
 
-from tests.e2e.conftest import spawn_node
+from tests.e2e.conftest import spawn_node, write_profile
 from tests.e2e.terminal import Terminal
 from tests.support.replies import Drop, ErrorReply, SseReply, text_reply, tool_call_reply
 
@@ -138,3 +138,20 @@ def test_a_server_url_without_a_model_name_says_what_is_missing(tmp_path):
         term.child.wait()
     finally:
         term.child.terminate(force=True)
+
+
+def test_tools_shows_what_is_withheld_and_why(project, model_server, run_node):
+    """issue 34: /tools listed only what the model is offered; a peer not connected and a
+    mounted server not running are now named, dimmed, with the reason."""
+    write_profile(
+        project,
+        model_server.base_url,
+        extra='[peers.bob]\npeer_id = "12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"\n'
+        'tools = "*"\n[mcp_servers.ghost]\ncommand = ["/nonexistent/ghost-server"]\n',
+    )
+    term = run_node()
+    term.sendline("/tools")
+    term.expect_new("read_file")
+    term.expect_new("withheld:")
+    term.expect_new(r"bob__\*: peer not connected \(its tools come when it is: /dial bob\)")
+    term.expect_new(r"ghost__\*: MCP server not running")
