@@ -15,14 +15,14 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gbr_node.config.loader import LoadedProfile
     from gbr_node.node import NodeSettings
-    from gbr_node.tools.registry import Registry
+    from gbr_node.tools.registry import Registry, ToolResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -178,6 +178,8 @@ def cmd_tool(args: argparse.Namespace) -> int:
     if arguments is None:
         return EXIT_USAGE
     loaded = _load(args)
+    if args.name.split("__", 1)[0] in loaded.profile.mcp_servers and "__" in args.name:
+        return _run_mounted(loaded, args.name, arguments, as_json=args.json)
     sandbox = build_sandbox(loaded)
     state_folder(loaded.project_dir)
     store = CheckpointStore(checkpoints_path(loaded.project_dir), loaded.root)
@@ -232,12 +234,54 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def _run_tool(registry: Registry, name: str, arguments: dict[str, Any], *, as_json: bool) -> int:
-    from gbr_node.errors import GbrError, InvalidArguments, SecurityViolation, UnknownTool
     from gbr_node.sandbox.caller import CALLER, CLI
 
     CALLER.set((CLI, None))  # approvals show it as asked by the command line
+    return _print_result(lambda: registry.call(name, arguments), as_json=as_json)
+
+
+MOUNT_WAIT_S = 30.0
+"""How long `gbr-node tool NAME__TOOL` waits for its MCP server to start, seconds."""
+
+
+def _run_mounted(
+    loaded: LoadedProfile, name: str, arguments: dict[str, Any], *, as_json: bool
+) -> int:
+    """`gbr-node tool NAME__TOOL`: start the mounted MCP server NAME of the profile (as
+    `run` and `serve` do), call its tool, print the result, stop it (issue 34)."""
+    import trio
+
+    from gbr_node.errors import GbrError
+    from gbr_node.mcp.mounts import Mounts
+
+    async def call() -> ToolResult:
+        mounts = Mounts(notice=lambda text: print(text, file=sys.stderr))
+        mounts.apply(loaded.profile.mcp_servers, loaded.root)
+        outcome: ToolResult | GbrError
+        async with trio.open_nursery() as nursery:
+            await nursery.start(mounts.run)
+            server = mounts.servers[name.split("__", 1)[0]]
+            with trio.move_on_after(MOUNT_WAIT_S):
+                while not mounts.has(name) and server.tools == ():
+                    await trio.sleep(0.05)
+            try:
+                outcome = await mounts.call(name, arguments)
+            except GbrError as exc:  # raised outside the nursery, not as a group
+                outcome = exc
+            nursery.cancel_scope.cancel()
+        if isinstance(outcome, GbrError):
+            raise outcome
+        return outcome
+
+    return _print_result(lambda: trio.run(call), as_json=as_json)
+
+
+def _print_result(call: Callable[[], ToolResult], *, as_json: bool) -> int:
+    """Run `call` and print its MCP result (text, or `--json`); errors as one line."""
+    from gbr_node.errors import GbrError, InvalidArguments, SecurityViolation, UnknownTool
+
     try:
-        result = registry.call(name, arguments)
+        result = call()
     except (UnknownTool, InvalidArguments) as exc:
         print(f"gbr-node: {exc}", file=sys.stderr)
         return EXIT_USAGE

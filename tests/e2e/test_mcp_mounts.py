@@ -184,3 +184,21 @@ def test_the_agent_calls_the_mounted_time_server(project, model_server, run_node
     assert "time__get_current_time" in {t["function"]["name"] for t in first["tools"]}
     tool_message = second["messages"][-1]
     assert tool_message["role"] == "tool" and '"timezone": "UTC"' in tool_message["content"]
+
+
+def test_gbr_node_tool_reaches_a_mounted_servers_tool(tmp_path):
+    """issue 34: `gbr-node tool time__get_current_time` was "no tool named"; it now starts
+    the profile's mounted server, calls the tool and stops it."""
+    from tests.e2e.conftest import gbr
+
+    project = tmp_path / "project"
+    project.mkdir()
+    time_server = toml_array([installed("mcp-server-time")])
+    write_profile(
+        project, "http://127.0.0.1:9/v1", extra=f"[mcp_servers.time]\ncommand = {time_server}\n"
+    )
+    done = gbr(project, "tool", "time__get_current_time", '{"timezone": "UTC"}')
+    assert done.returncode == 0, done.stderr
+    assert "UTC" in done.stdout
+    missing = gbr(project, "tool", "time__no_such_tool", "{}")
+    assert missing.returncode == 2 and "unknown tool" in missing.stderr
