@@ -283,6 +283,9 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
             node.tool_listeners,
             instructions=_mcp_instructions(node.loaded),
             max_result_tokens=max_result_tokens,
+            mounts_settled=lambda: all(
+                server.state != "starting" for server in node.mounts.servers.values()
+            ),
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)

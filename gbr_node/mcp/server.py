@@ -52,6 +52,9 @@ PEER_REFRESH_S = 15.0
 """How often trusted peers are asked again which tools they grant (and when a change is
 announced), besides right after any change of the node's own tools."""
 CHANGE_SETTLE_S = 0.1
+FIRST_LIST_WAIT_S = 10.0
+"""How long the first `tools/list` waits for mounted servers starting and the first dial
+of the trusted peers (seconds); what comes later is announced with `list_changed`."""
 """A burst of changes (a reload restarting three servers) is announced once, this long after."""
 PEER_SEPARATOR = "__"
 NODE_TOOLS_OF_THE_AGENT = frozenset({"list_peers", "dial_peer", "send_message"})
@@ -84,6 +87,10 @@ class McpStdioServer:
         local: returns the node's tools in force (they change on hot reload).
         peers: trusted peers' tools, or None on a node without libp2p.
         listeners: the node's `tool_listeners`; this server adds itself.
+        mounts_settled: True once every mounted MCP server is up or has failed to
+            start; the first `tools/list` waits for it and for the first dial of
+            the trusted peers, at most FIRST_LIST_WAIT_S (issue 34), so a client
+            that lists once sees them; later changes go out as `list_changed`.
         instructions: the text MCP clients show about this server.
         max_result_tokens: cap on one result (tokens' worth, 4 characters each).
     """
@@ -96,8 +103,12 @@ class McpStdioServer:
         *,
         instructions: str = "",
         max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS,
+        mounts_settled: Callable[[], bool] = lambda: True,
     ) -> None:
         self._local = local
+        self._mounts_settled = mounts_settled
+        self._peers_dialed = trio.Event()
+        self._first_list = True
         self._peers = peers
         self._max_tokens = max_result_tokens
         self._bus = InMemorySubscriptionBus()
@@ -157,6 +168,13 @@ class McpStdioServer:
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         self._remember_legacy(ctx)
+        if self._first_list:
+            self._first_list = False
+            with trio.move_on_after(FIRST_LIST_WAIT_S):
+                if self._peers is not None:
+                    await self._peers_dialed.wait()
+                while not self._mounts_settled():
+                    await trio.sleep(0.05)
         tools = [types.Tool.model_validate(_tool_fields(spec)) for spec in self.naming().specs()]
         return types.ListToolsResult(tools=tools)
 
@@ -235,6 +253,7 @@ class McpStdioServer:
         assert self._peers is not None
         while True:
             await self._peers.dial_known()
+            self._peers_dialed.set()
             self._naming = None
             self._changed.set()
             with trio.move_on_after(PEER_REFRESH_S):

@@ -188,3 +188,15 @@ def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr_and_the_log(project,
     assert by_id[3]["result"]["structuredContent"]["status"] == "pending_approval"
     assert by_id[4]["error"]["code"] == -32602
     assert "gbr_node" in (project / ".gbr" / "node.log").read_text()
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_the_first_tools_list_already_holds_the_mounted_servers_tools(project, era):
+    """issue 34: the first `tools/list` lacked the mounted tools, which came ~2 s later;
+    it now waits (bounded) for the servers starting."""
+    from tests.mcp.conftest import installed, toml_array
+
+    time_server = toml_array([installed("mcp-server-time")])
+    write_mcp_profile(project, f"[mcp_servers.time]\ncommand = {time_server}\n")
+    async with mcp_session(project, era) as session:
+        assert "time__get_current_time" in await tool_names(session)
