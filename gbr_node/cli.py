@@ -100,16 +100,58 @@ def cmd_init(args: argparse.Namespace) -> int:
     state_folder(project)
     target_dir = project / ".gbr_envs"
     target = target_dir / "default.toml"
-    if target.exists():
-        print(f"{target} already exists; left unchanged")
-        return EXIT_OK
     markers = [lang.marker for lang in LANGUAGES if (project / lang.marker).is_file()]
+    if target.exists():
+        if args.checks:
+            return _add_checks(target, markers)
+        print(f"{target} already exists; left unchanged (--checks adds the write checks)")
+        return EXIT_OK
     checks = checks_block(markers, shutil.which)
     target_dir.mkdir(parents=True, exist_ok=True)
     target.write_text(default_template() + checks, "utf-8")
     print(f"created {target}")
     if checks:
         print(f"  with write checks for: {', '.join(markers)}")
+    return EXIT_OK
+
+
+def _add_checks(target: Path, markers: list[str]) -> int:
+    """`gbr-node init --checks` on an existing profile: append the `[checks]` tables
+    detected here that it lacks, validated first as any profile edit (a result that
+    does not load is not written), written atomically; prints the diff (issue 34)."""
+    import difflib
+    import shutil
+
+    from gbr_node.checks.detect import checks_block
+    from gbr_node.config.validate import validate_text
+    from gbr_node.errors import ProfileError
+
+    before = target.read_text("utf-8")
+    try:
+        present = validate_text(before, file=str(target)).checks
+    except ProfileError as exc:
+        print(f"gbr-node: the profile does not load, nothing added:\n{exc}", file=sys.stderr)
+        return EXIT_FAILED
+    block = checks_block(markers, shutil.which, skip=present)
+    if not block:
+        print(f"no write checks to add to {target} (none detected here, or all there)")
+        return EXIT_OK
+    after = before.rstrip("\n") + "\n" + block
+    try:
+        validate_text(after, file=str(target))
+    except ProfileError as exc:
+        print(
+            f"gbr-node: the checks would break the profile; nothing written:\n{exc}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    temp = target.with_name(f".{target.name}.gbr-new")
+    temp.write_text(after, "utf-8")
+    os.replace(temp, target)
+    diff = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), str(target), str(target), lineterm=""
+    )
+    print("\n".join(diff))
     return EXIT_OK
 
 
@@ -472,8 +514,9 @@ COMMANDS = {
     ),
     "init": (
         "Write a commented .gbr_envs/default.toml in this folder (or --project DIR) unless it "
-        "exists.",
-        ["mkdir -p ~/gbr-demo && cd ~/gbr-demo && gbr-node init"],
+        "exists, with the write checks that fit the project files found here; --checks adds "
+        "those checks to an existing profile, printing the diff.",
+        ["mkdir -p ~/gbr-demo && cd ~/gbr-demo && gbr-node init", "gbr-node init --checks"],
     ),
     "env": (
         "Validate, list or describe the environment profiles of this project.",
@@ -601,6 +644,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_inbox_parser(sub).set_defaults(func=cmd_inbox)
 
     p = _command(sub, "init", "create .gbr_envs/default.toml here if absent")
+    p.add_argument(
+        "--checks",
+        action="store_true",
+        help="add the write checks detected here to an existing profile (prints the diff)",
+    )
     p.set_defaults(func=cmd_init)
 
     p = _command(sub, "env", "validate or describe environment profiles")

@@ -99,12 +99,17 @@ def _block(language: _Language, found: Callable[[str], bool]) -> str:
     return "\n".join(lines)
 
 
-def checks_block(markers: Collection[str], which: Callable[[str], str | None]) -> str:
+def checks_block(
+    markers: Collection[str],
+    which: Callable[[str], str | None],
+    skip: Collection[str] = (),
+) -> str:
     """The `[checks]` TOML text for a folder holding the files `markers` (names), ""
-    when it holds none of the known project files."""
+    when it holds none of the known project files; sets named in `skip` (already in a
+    profile) are left out."""
     blocks = [
         _block(language, lambda name: which(name) is not None)
         for language in LANGUAGES
-        if language.marker in markers
+        if language.marker in markers and language.name not in skip
     ]
     return HEADER + "\n" + "\n\n".join(blocks) + "\n" if blocks else ""

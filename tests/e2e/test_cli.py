@@ -221,3 +221,24 @@ def test_a_long_proposed_diff_is_summarised_with_the_whole_one_command_away(tmp_
     )
     whole = gbr(project, "approvals", "show", "1", "--full").stdout
     assert "line_4999 = 4999" in whole
+
+
+def test_init_checks_adds_the_detected_checks_to_an_existing_profile(tmp_path):
+    """issue 34: `init` on an existing project only said "already exists"; `init --checks`
+    adds the [checks] it detects, prints the diff, and leaves a profile that loads."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert gbr(project, "init").returncode == 0
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    plain = gbr(project, "init")
+    assert "already exists" in plain.stdout and "--checks" in plain.stdout
+    added = gbr(project, "init", "--checks")
+    assert added.returncode == 0, added.stderr
+    assert "+[checks.python]" in added.stdout
+    assert gbr(project, "env", "check").returncode == 0
+    again = gbr(project, "init", "--checks")
+    assert "no write checks to add" in again.stdout
+    profile = project / ".gbr_envs" / "default.toml"
+    profile.write_text("this is = not [toml\n")
+    broken = gbr(project, "init", "--checks")
+    assert broken.returncode == 1 and profile.read_text() == "this is = not [toml\n"
