@@ -63,7 +63,9 @@ FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 EXIT_LINE = re.compile(r"^\[exit (\d+)\]$")
 REPLIES = re.compile(r"<!--\s*model replies:(.*?)-->\s*\Z", re.DOTALL)
 TYPED = "› "
-REPL_ROWS, REPL_COLS = 100, 100
+REPL_ROWS, REPL_COLS = 100, 200
+"""Wide enough that the node's own lines (banner, notices, /help), which it wraps at
+word boundaries itself (issue 34), stay one line each, as the captures show them."""
 REPL_TIMEOUT_S = 60
 
 

@@ -31,7 +31,7 @@ RESERVE_SHARE = 0.25  # of the window kept free for the answer ...
 RESERVE_MAX_TOKENS = 4096  # ... but never more than this
 RESULT_SHARE = 0.25  # one tool result is sent cut to this share of the window
 NOTE_SHARE = 0.08  # the compaction note's size
-TOOLS_SHARE = 0.3  # of the budget: more tool specs than this are not all sent whole
+TOOLS_SHARE = 0.3  # tool specs above this share of the window are sent in their short form
 COMPACT_TO = 0.6  # an automatic compaction aims at this share of the budget
 OVERFLOW_TO = 0.45  # ... and one after the server said the request did not fit
 SMALL_WINDOW_TOKENS = 8192  # at or under this, a model counts as small (agent.machine)
@@ -127,18 +127,14 @@ class ContextManager:
             self.window = Window(limit, "the model server's error answer")
 
     def fit_tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`tools` as sent, within `TOOLS_SHARE` of the budget (the window less the room
-        kept for the answer), in the order given (local tools first): all of them whole
-        when they fit; else, whole, the first ones that fit, when that is at least half
-        of them (a model reads a tool better from its full description, issue 32); else
-        in their short form (first sentence, no parameter descriptions or titles), as
-        many as fit."""
-        cap = int(self.budget * TOOLS_SHARE)
+        """`tools` as sent: whole when they take at most `TOOLS_SHARE` of the window; else
+        in their short form (first sentence, no parameter descriptions or titles), and
+        with only as many as fit that share, in the order given (local tools first).
+        The same for every model, the embedded one too (issue 32): a window of 8k
+        tokens still gets every tool, the library's included (STD-AI-01)."""
+        cap = int(self.window.tokens * TOOLS_SHARE)
         if _spec_tokens(tools) <= cap:
             return list(tools)
-        whole = _prefix_within(tools, cap)
-        if 2 * len(whole) >= len(tools):
-            return whole
         return _prefix_within(list(map(short_spec, tools)), cap)
 
     # -- planning ------------------------------------------------------------
