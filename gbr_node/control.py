@@ -27,6 +27,7 @@ from gbr_node.agent.context import (
 from gbr_node.agent.dispatch import Dispatcher
 from gbr_node.agent.machine import DEFAULT_MAX_STEPS, SMALL_MODEL_MAX_STEPS
 from gbr_node.agent.messages import ApprovalResolved, UserPrompt
+from gbr_node.agent.project import project_note
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.approvals import ApprovalLog, default_path, outcome_text, pending_diff
 from gbr_node.approvals import cli as approvals_cli
@@ -57,6 +58,7 @@ from gbr_node.llm.client import ModelClient
 from gbr_node.llm.grammar import Workspace
 from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL
 from gbr_node.llm.settings import ClientSettings
+from gbr_node.llm.window import DEFAULT_CONTEXT_TOKENS
 from gbr_node.mcp.mounts import Mounts
 from gbr_node.mcp.toolset import NodeTools
 from gbr_node.p2p.chat import ChatStreams, send_chat
@@ -76,6 +78,7 @@ from gbr_node.tools.workspace import workspace_view
 log = logging.getLogger("gbr_node")
 REDELIVERY_INTERVAL_S = 2.0
 PRELOOKUP_TIMEOUT_S = 10.0
+PROJECT_SHARE = 0.05  # of the window, at most, for the project's files (agent.project)
 """The longest the node's own library lookup may hold a message back (seconds)."""
 APPROVAL_RESOLVED = "notifications/approval_resolved"
 EMBEDDED_MISSING = (
@@ -702,6 +705,21 @@ class Node:
             await self.runtime.inbox.send(ApprovalResolved(number, f"[from peer {alias}] {text}"))
 
     # -- the library lookup (issue 18, STD-AI-01) ---------------------------
+
+    async def with_turn_context(self, prompt: UserPrompt) -> UserPrompt:
+        """The person's prompt as the model gets it: the project's files as the turn
+        starts (`agent.project`, at most `PROJECT_SHARE` of the window), then the
+        library lookup (`with_library_context`). Neither depends on the words of
+        the request beyond the lookup's own code mentions (issue 32, 33)."""
+        prompt = await self.with_library_context(prompt)
+        window = self.runtime.machine.context.window.tokens if self.runtime else None
+        budget = int((window or DEFAULT_CONTEXT_TOKENS) * PROJECT_SHARE)
+        view = await trio.to_thread.run_sync(workspace_view, self.sandbox)
+        note = project_note(None if view is None else view[0], budget)
+        if not note:
+            return prompt
+        context = f"{note}\n\n{prompt.context}" if prompt.context else note
+        return UserPrompt(prompt.text, context=context)
 
     async def with_library_context(self, prompt: UserPrompt) -> UserPrompt:
         """The prompt with the node's own library lookup added, when the message

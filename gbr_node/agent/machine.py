@@ -68,6 +68,7 @@ from gbr_node.checks.plan import CheckSpec, CheckTarget, targets
 from gbr_node.checks.verdict import closing_line
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
+from gbr_node.llm.grammar import seen_in_turn
 
 DEFAULT_MAX_STEPS = 25
 SMALL_MODEL_MAX_STEPS = 8  # embedded model or a window of at most 8192 tokens
@@ -116,6 +117,8 @@ class RunTool:
     call: ToolCall
     turn: int = 0
     """The turn the call belongs to: its changes are checkpointed under it (GBR-UNDO-01)."""
+    seen: frozenset[str] = frozenset()
+    """The paths read or written in the turn before this answer (`tools.base.SEEN`)."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +274,7 @@ class AgentMachine:
         if msg.usage:
             self.context.observe(self._raw_estimate, msg.usage.get("prompt_tokens"))
         self._overflow_retried = False
+        seen = seen_in_turn([entry.message for entry in self.session.entries])
         message: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
         if calls:
             message["tool_calls"] = [_wire_call(c) for c in calls]
@@ -306,7 +310,7 @@ class AgentMachine:
                 )
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
-                actions.append(RunTool(self._current_prompt(), call, self._turn))
+                actions.append(RunTool(self._current_prompt(), call, self._turn, seen))
                 baseline += self._needs_baseline(call)
         if baseline:
             self._cancel_checks = True

@@ -37,7 +37,7 @@ from gbr_node.agent.messages import CheckDone, DirectPrompt
 from gbr_node.agent.oracle import ChatModel, run_inference
 from gbr_node.checks.plan import CheckRun, CheckTarget
 from gbr_node.checks.verdict import judge
-from gbr_node.tools.base import TURN
+from gbr_node.tools.base import SEEN, TURN
 from gbr_node.tools.process import Stop
 
 
@@ -165,6 +165,7 @@ class AgentRuntime:
         if ready is not None:
             await ready.wait()
         TURN.set(self.turn_id(action.turn))  # this task's context only (GBR-UNDO-01)
+        SEEN.set(action.seen)  # read before replaced whole (issue 32)
         await self._dispatcher.run(action.prompt_id, action.call, self.inbox)
 
     async def run_checks(self, wanted: tuple[CheckTarget, ...], stop: Stop) -> tuple[CheckRun, ...]:

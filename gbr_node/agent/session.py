@@ -36,10 +36,10 @@ INTERRUPTED_NOTE = (
     "usually corrects or redirects what you were doing."
 )
 LIBRARY_NOTE = (
-    "Before you answer about a library's API or write code that uses a library, look it up "
-    "with search_library and read_library when you have them: they read the version "
-    "installed here, which beats what you remember. A message may begin with a "
-    "[Library lookup ...] block that the node added from that source."
+    "When a question or a change depends on the API of an installed library (not on the "
+    "project's own files), search_library and read_library read the version installed "
+    "here, which beats what you remember. A message may begin with a [Library lookup ...] "
+    "block that the node added from that source, and with the project's files."
 )
 
 

@@ -29,7 +29,8 @@ Rules (OpenAI chat-completions; RFC 9110 section 10.2.3 for Retry-After):
   `llm.grammar` and `tool_choice: "none"` (llama.cpp takes a grammar with
   tools only then; the template still shows them), and the calls are read
   from the answer's text. The first answer of a turn (the last message is
-  the person's) must be a call; later ones may also be text. With
+  the person's) must be a call, and so must the one after a failed call (at
+  most `grammar.MAX_FORCED_AFTER_ERRORS` in a turn); others may be text. With
   `grammar_workspace`, the grammar names only
   files and folders the project holds (`llm.grammar.Workspace`), no read or
   listing already answered in the turn, and edits only of files read in it.
@@ -54,7 +55,13 @@ import trio
 from gbr_node.errors import ModelError
 from gbr_node.llm.deltas import DeltaAssembler, error_message
 from gbr_node.llm.events import Completion, Event, KeepAlive
-from gbr_node.llm.grammar import Workspace, answered, seen_in_turn, tool_call_grammar
+from gbr_node.llm.grammar import (
+    Workspace,
+    answered,
+    must_call,
+    seen_in_turn,
+    tool_call_grammar,
+)
 from gbr_node.llm.settings import RETRYABLE_STATUSES, ClientSettings, retry_wait_s
 from gbr_node.llm.sse import SseComment, SseDecoder
 from gbr_node.llm.window import (
@@ -300,9 +307,8 @@ class ChatStream:
                     done=answered(self._messages),
                     seen=seen_in_turn(self._messages),
                 )
-            must_call = self._messages[-1].get("role") == "user"
             grammar = settings.tool_grammar and tool_call_grammar(
-                self._tools, must_call=must_call, workspace=workspace
+                self._tools, must_call=must_call(self._messages), workspace=workspace
             )
             if grammar:
                 body["grammar"] = grammar

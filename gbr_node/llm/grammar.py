@@ -12,16 +12,20 @@ the rules that read them):
 - `tool_call_grammar(tools, workspace)`: an answer is either one tool call,
   written as Qwen's and our ChatML templates show them (`<tool_call>\\n{"name":
   ..., "arguments": {...}}\\n</tool_call>`), naming a tool offered, with its
-  required arguments in schema order, each of the schema's type, optional
-  ones optional; or (unless `must_call`: the first answer after the
-  person's message, so a request is met by looking at the project, not by
-  describing a call in prose) plain text that does not start with `<`, `{`,
-  a backtick or whitespace (a call or a code block written as text). Tools
-  whose parameters the grammar cannot express (nested objects, unions) are
-  left out of it: they cannot be called, never called badly.
+  required arguments in schema order, each of the schema's type and within
+  the bounds that would make it invalid (no empty string where `minLength` is
+  1, no zero or negative count), optional ones optional; or (unless
+  `must_call`: the first answer after the person's message, and the answer
+  after one of the turn's first failed calls, so a request is met by looking
+  at the project, not by describing a call in prose) plain text that does
+  not start with `<`, `{`, a backtick or whitespace (a call or a code block
+  written as text). Tools whose parameters the grammar cannot express
+  (nested objects, unions) are left out of it: they cannot be called, never
+  called badly.
 - With a `Workspace` (the files and folders the project holds), paths that
   must exist do: `read_file` and `edit_file` name a file that exists,
-  `list_dir` a folder that exists; `edit_file` only a file read (or written)
+  `list_dir` a folder that exists, `search_text`, `delete_path` and
+  `move_path`'s source either; `edit_file` only a file read (or written)
   in the turn, so the model has seen what it replaces; and a read or listing
   already answered in the turn is not offered again (`answered`; a file
   changed since may be read again). A tool none of whose targets exists is
@@ -51,10 +55,25 @@ jint ::= "-"? ("0" | [1-9] [0-9]*)
 jnum ::= jint ("." [0-9]+)?
 jbool ::= "true" | "false"
 jstrs ::= "[" (jstr (", " jstr)*)? "]"
+jstr1 ::= "\"" jchar+ "\""
+jstrs1 ::= "[" jstr1 (", " jstr1)* "]"
+jnat ::= "0" | [1-9] [0-9]*
+jpos ::= [1-9] [0-9]*
+jposnum ::= (jpos ("." [0-9]+)?) | ("0." [0-9]* [1-9] [0-9]*)
 """
 _TYPES = {"string": "jstr", "integer": "jint", "number": "jnum", "boolean": "jbool"}
-# The node's own tools whose `path` must name something that exists: a file or a folder.
-_EXISTING = {"read_file": "file", "edit_file": "file", "list_dir": "folder"}
+# The node's own tools whose path argument must name something that exists: a file, a
+# folder, or either ("any").
+_EXISTING = {
+    ("read_file", "path"): "file",
+    ("edit_file", "path"): "file",
+    ("list_dir", "path"): "folder",
+    ("search_text", "path"): "any",
+    ("delete_path", "path"): "any",
+    ("move_path", "source"): "any",
+}
+_READS = ("read_file", "list_dir")  # not offered again for what the turn already answered
+MAX_FORCED_AFTER_ERRORS = 2  # failed calls in a turn after which an answer may be text
 _EDIT = "edit_file"  # offered for a file only once it was read (or written) in the turn
 _CHANGES = ("write_file", "edit_file")
 # Text, not a call: its first character is none of `<` (a call), `{` (a call's JSON
@@ -84,9 +103,36 @@ def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
     for name, path in _calls_in_turn(messages):
         if name in _CHANGES:
             done.discard(("read_file", path))
-        elif name in _EXISTING and name != _EDIT:
+        elif name in _READS:
             done.add((name, path))
     return frozenset(done)
+
+
+def must_call(messages: list[dict[str, Any]]) -> bool:
+    """Whether the next answer must be a tool call: the first answer after the person's
+    message (a request is met by looking at the project, not by describing a call in
+    prose), and the answer right after a failed call, for the first
+    `MAX_FORCED_AFTER_ERRORS` failures of the turn (the model said "let's try again"
+    and stopped). A failed call is a tool message starting `error:` (the wire form of
+    `ToolExecutionFeedback.as_text`). Reads the roles and results, never the words."""
+    if not messages:
+        return False
+    last = messages[-1]
+    if last.get("role") == "user":
+        return True
+    if last.get("role") != "tool" or not _failed(last):
+        return False
+    failures = 0
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            break
+        failures += message.get("role") == "tool" and _failed(message)
+    return failures <= MAX_FORCED_AFTER_ERRORS
+
+
+def _failed(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) and content.startswith("error:")
 
 
 def seen_in_turn(messages: list[dict[str, Any]]) -> frozenset[str]:
@@ -128,14 +174,26 @@ def _literal(text: str) -> str:
 
 
 def _value_rule(schema: Any) -> str | None:
-    """The GBNF of a value of JSON schema `schema`, or None when it is not a plain type."""
+    """The GBNF of a value of JSON schema `schema`, or None when it is not a plain type.
+    The schema's bounds that make a value invalid are kept (JSON Schema validation,
+    sections 6.2-6.4): `minLength` 1 (no empty string), `minItems` 1, an integer's
+    `minimum` of 0 or 1, a number's `exclusiveMinimum` 0; others stay free."""
     if not isinstance(schema, dict):
         return None
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return "(" + " | ".join(_literal(json.dumps(v)) for v in schema["enum"]) + ")"
     kind = schema.get("type")
     if kind == "array" and (schema.get("items") or {}).get("type") == "string":
+        items = schema["items"]
+        if (schema.get("minItems") or 0) >= 1:
+            return "jstrs1" if (items.get("minLength") or 0) >= 1 else "jstrs"
         return "jstrs"
+    if kind == "string" and (schema.get("minLength") or 0) >= 1:
+        return "jstr1"
+    if kind == "integer" and isinstance(schema.get("minimum"), int) and schema["minimum"] >= 0:
+        return "jpos" if schema["minimum"] >= 1 else "jnat"
+    if kind == "number" and schema.get("exclusiveMinimum") == 0:
+        return "jposnum"
     return _TYPES.get(kind) if isinstance(kind, str) else None
 
 
@@ -149,14 +207,14 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
         return None
     required = [k for k in parameters.get("required") or () if k in properties]
     optional = [k for k in properties if k not in required]
-    targets = _targets(name, workspace)
-    if targets is not None and "path" in properties and not targets:
-        return None  # nothing it could act on: not offered
     pairs = {}
     for key in [*required, *optional]:
         value = _value_rule(properties[key])
-        if key == "path" and targets is not None:
-            value = _one_of(targets)
+        targets = _targets(name, key, workspace)
+        if targets is not None:
+            if not targets and key in required:
+                return None  # nothing it could act on: not offered
+            value = _one_of(targets) if targets else None
         if value is None:
             if key in required:
                 return None
@@ -174,12 +232,17 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
     return f'"{{" {head} {tail} "}}"'
 
 
-def _targets(name: str, workspace: Workspace | None) -> list[str] | None:
-    """The paths tool `name` may name in `workspace`, or None when they are free."""
-    kind = _EXISTING.get(name)
+def _targets(name: str, key: str, workspace: Workspace | None) -> list[str] | None:
+    """The paths argument `key` of tool `name` may name in `workspace`, or None when
+    they are free."""
+    kind = _EXISTING.get((name, key))
     if workspace is None or kind is None:
         return None
-    paths: Iterable[str] = workspace.folders if kind == "folder" else workspace.files
+    paths: Iterable[str] = {
+        "folder": workspace.folders,
+        "file": workspace.files,
+        "any": [*workspace.files, *workspace.folders],
+    }[kind]
     if name == _EDIT:
         paths = [path for path in paths if path in workspace.seen]
     return [path for path in paths if (name, path) not in workspace.done]

@@ -70,7 +70,7 @@ class NodeControl(Protocol):
 
     async def lib_command(self, query: str) -> str: ...
 
-    async def with_library_context(self, prompt: UserPrompt) -> UserPrompt: ...
+    async def with_turn_context(self, prompt: UserPrompt) -> UserPrompt: ...
 
     async def check_command(self, args: str) -> str: ...
 
@@ -247,7 +247,7 @@ class Repl:
             return
         if isinstance(parsed, UserPrompt):
             self._turn_ended = trio.Event()
-            await runtime.inbox.send(await self._node.with_library_context(parsed))
+            await runtime.inbox.send(await self._node.with_turn_context(parsed))
             if not self._screen.view.live:
                 # Lines from a pipe are a script: each waits for the answer before it.
                 await self._turn_ended.wait()

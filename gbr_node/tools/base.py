@@ -29,6 +29,17 @@ agent's runtime for each call it runs (None: not the agent's call). Checkpoints
 of the call's changes are labelled with it (GBR-UNDO-01)."""
 
 
+SEEN: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "gbr_seen", default=None
+)
+"""The paths the local agent read or wrote in its turn before the call being run (as
+the model spelled them), set by the agent's runtime for each call it runs; None
+for anyone else's call. `write_file` replaces an existing file only when the
+agent read it (or wrote it) first in the turn, as Claude Code's Write tool
+requires: a whole-file write of a file the model has not seen is how a small
+model wiped `server.py` to one line (issue 32)."""
+
+
 def change_owner() -> Owner:
     """Whom the change the running tool call makes is for (GBR-UNDO-01): the agent's
     turn (`TURN`; its calls share one group), or one group per call of a peer

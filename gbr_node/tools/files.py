@@ -38,10 +38,10 @@ from gbr_node.checks.builtin import breakage, kind_of
 from gbr_node.checks.plan import FormatOutcome
 from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.config.profile import ToolsConfig
-from gbr_node.errors import ApprovalRequired, ToolError
+from gbr_node.errors import ApprovalRequired, GbrError, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
 from gbr_node.sandbox.caller import caller_is_remote
-from gbr_node.tools.base import Params, Tool, ToolResult, change_owner
+from gbr_node.tools.base import SEEN, Params, Tool, ToolResult, change_owner
 from gbr_node.tools.rootlock import root_lock
 
 QUICK_READ_MAX_BYTES = 4 * 1024 * 1024
@@ -203,24 +203,51 @@ class FileTools:
         """Create or replace a file atomically, creating parent folders.
 
         Raises ApprovalRequired (protected path, nothing written),
-        SecurityViolation (outside the root), ToolError (a folder, OS failure).
+        SecurityViolation (outside the root), ToolError (a folder, OS failure, or for
+        the local agent an existing file it did not read in the turn: `base.SEEN`).
         """
         where = self._sandbox.resolve(params.path)
-        self._refuse_protected("write_file", where, params.content)
         existed = where.path.exists()
+        if existed and not self._seen(where):
+            raise ToolError(
+                f"{where.relative} already exists and was not read in this turn; nothing "
+                "written: read_file it first, then change it with edit_file (or write_file "
+                "with its whole new content)"
+            )
+        self._refuse_protected("write_file", where, params.content)
         before = self._old_text(where) if existed else None
         verb = "replaced" if existed else "created"
         said = f"{verb} {where.relative}"
         return self._save(where, before, params.content, said, existed=existed, sized=True)
 
+    def _seen(self, where: Resolved) -> bool:
+        """Whether the running call may replace `where` whole: always, but for the local
+        agent's calls (`base.SEEN`), which must have read or written it in the turn."""
+        seen = SEEN.get()
+        if seen is None:
+            return True
+        for path in seen:
+            try:
+                if self._sandbox.resolve(path).path == where.path:
+                    return True
+            except GbrError:
+                continue
+        return False
+
     def edit_file(self, params: EditFileParams) -> ToolResult:
         """Replace `old_string` by `new_string`: exactly one match, or all with `replace_all`.
 
-        Raises ToolError when there are zero matches, or several without
-        `replace_all` (the message says how many); ApprovalRequired with the
+        Raises ToolError when `old_string` is `new_string` (Claude Code's Edit refuses it
+        too), when there are zero matches, or several without `replace_all` (the
+        message says how many); ApprovalRequired with the
         proposed full content for a protected path (nothing written).
         """
         where = self._sandbox.resolve(params.path)
+        if params.old_string == params.new_string:
+            raise ToolError(
+                f"old_string and new_string are the same: that changes nothing in "
+                f"{where.relative}; nothing changed"
+            )
         text = load_text(self._sandbox, where.path, where.relative, self._cap)
         count = text.count(params.old_string)
         if count == 0:

@@ -114,10 +114,11 @@ def library_tools(index: LibraryIndex) -> list[Tool]:
     return [
         Tool(
             "search_library",
-            "Search the source of the libraries installed in this project's environment "
-            "(read from disk, never from memory): classes, functions, methods, constants "
-            "with signature, file:line and dist==version. Use it before writing code that "
-            "uses a library, and trust it over what you remember.",
+            "Search the source of the third-party libraries installed in this project's "
+            "environment, not the project's own files (read_file and search_text read "
+            "those). It reads from disk, never from memory: classes, functions, methods, "
+            "constants with signature, file:line and dist==version. Use it before writing "
+            "code that uses a library's API, and trust it over what you remember.",
             SearchLibraryParams,
             handlers.search_library,
         ),

@@ -233,7 +233,8 @@ def tree_tools(sandbox: Sandbox, checkpoints: CheckpointStore | None = None) -> 
         ),
         Tool(
             "delete_path",
-            "Delete a file or a folder with everything in it. Protected files, and folders "
+            "Delete a whole file, or a folder with everything in it, from the disk (to "
+            "remove lines from a file, edit it instead). Protected files, and folders "
             "holding them, need the operator's approval.",
             DeletePathParams,
             handlers.delete_path,

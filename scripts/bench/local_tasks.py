@@ -2,7 +2,8 @@
 
 Run: `.venv/bin/python scripts/bench/local_tasks.py [--models qwen2.5-coder-1.5b,smollm2-135m]
 [--runs 3] [--timeout 90] [--tasks create-hello,...] [--held-out] [--set held-out-32]
-[--quick] [--no-grammar] [--json results.json]` (needs the `[local]` extra and the
+[--quick] [--no-grammar] [--json results.json]` (`--set held-out-32b`: the second
+held-out set, written blind after the first one's runs; needs the `[local]` extra and the
 models). Issue 15 picked a default model with it; issue 32 added its held-out set
 (`local_tasks_heldout.json`, written blind by someone who had not seen the node's code,
 rules or these tasks, committed before any run): `--set held-out-32` runs only it,
@@ -40,6 +41,7 @@ import configparser
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -65,6 +67,7 @@ from gbr_node.agent.session import Session
 from gbr_node.config.loader import default_template, load_profile
 from gbr_node.config.profile import ModelConfig
 from gbr_node.control import Node
+from gbr_node.library.lookup import db_path, open_library
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.local import (
@@ -975,10 +978,29 @@ class Outcome:
     damage: list[str] = field(default_factory=list)
 
 
+def library_index(base: Path) -> Path:
+    """The library index of this interpreter's environment, built once for the run: each
+    task's project gets a copy, as a person's project has one after its first session
+    (otherwise every task that searches the library pays the whole first indexing)."""
+    root = base / "library-index"
+    (root / ".gbr_envs").mkdir(parents=True)
+    (root / ".gbr_envs" / "default.toml").write_text(default_template(), encoding="utf-8")
+    index = open_library(root, load_profile(root, "default").profile.library, root)
+    try:
+        index.refresh()
+    finally:
+        index.close()
+    return db_path(root)
+
+
 def make_project(base: Path, task: Task) -> Path:
     root = Path(tempfile.mkdtemp(prefix=f"{task.name}-", dir=base))
     (root / ".gbr_envs").mkdir()
     (root / ".gbr_envs" / "default.toml").write_text(default_template(), encoding="utf-8")
+    index = db_path(base / "library-index")
+    if index.is_file():
+        (root / ".gbr").mkdir()
+        shutil.copyfile(index, db_path(root))
     for path, text in task.files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
@@ -1011,7 +1033,8 @@ async def run_task(
         runtime = AgentRuntime(machine, node.model, node.dispatcher, shown.append)
         async with trio.open_nursery() as nursery:
             await nursery.start(runtime.run)
-            await runtime.inbox.send(UserPrompt(task.prompt))
+            node.runtime = runtime
+            await runtime.inbox.send(await node.with_turn_context(UserPrompt(task.prompt)))
             await trio.sleep(0)
             with trio.move_on_after(timeout_s):
                 await trio.sleep(0.05)
@@ -1040,6 +1063,7 @@ async def run_task(
 # -- issue 32's held-out set: judged by the file system and by running the code --------
 
 HELD_OUT_32 = Path(__file__).with_name("local_tasks_heldout.json")
+HELD_OUT_32B = Path(__file__).with_name("local_tasks_heldout2.json")
 _STATE = (".gbr", ".gbr_envs", "__pycache__")  # the node's own state, Python's caches
 _PARSED = (".py", ".json", ".toml", ".ini")
 
@@ -1145,9 +1169,10 @@ def judged(spec: dict, files: dict[str, str]) -> Check:
     return check
 
 
-def held_out_32(path: Path = HELD_OUT_32) -> list[Task]:
-    """Issue 32's held-out set (`local_tasks_heldout.json`, written blind, committed before
-    any run): each task done when all its checks hold and the damage check finds nothing."""
+def held_out_32(path: Path = HELD_OUT_32, label: str = "held out 32") -> list[Task]:
+    """Issue 32's held-out sets (`local_tasks_heldout.json`, and `local_tasks_heldout2.json`
+    labelled "held out 32b", each written blind and committed before any run): each
+    task done when all its checks hold and the damage check finds nothing."""
     tasks = []
     for item in json.loads(path.read_text(encoding="utf-8")):
         checks = [judged(spec, item["files"]) for spec in item["checks"]]
@@ -1162,7 +1187,7 @@ def held_out_32(path: Path = HELD_OUT_32) -> list[Task]:
                 item["prompt"],
                 check,
                 dict(item["files"]),
-                held_out="held out 32",
+                held_out=label,
                 named=tuple(item["named"]),
             )
         )
@@ -1285,9 +1310,10 @@ async def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--set",
-        choices=["all", "held-out-32"],
+        choices=["all", "held-out-32", "held-out-32b"],
         default="all",
-        help="held-out-32: only issue 32's held-out set (local_tasks_heldout.json)",
+        help="held-out-32: only issue 32's held-out set (local_tasks_heldout.json); "
+        "held-out-32b: only its second one (local_tasks_heldout2.json)",
     )
     args = parser.parse_args(argv)
     if args.timeout is None:
@@ -1322,8 +1348,13 @@ async def main(argv: list[str] | None = None) -> int:
             *HELD_OUT_6,
             *HELD_OUT_7,
         ]
-    if args.set == "held-out-32":
-        tasks = held_out_32()
+    if args.set in ("held-out-32", "held-out-32b"):
+        chosen = (
+            held_out_32()
+            if args.set == "held-out-32"
+            else held_out_32(HELD_OUT_32B, "held out 32b")
+        )
+        tasks = [t for t in chosen if t.name in wanted or not wanted]
     elif args.held_out and not wanted:
         tasks += held_out_32()
     if args.quick:
@@ -1338,6 +1369,12 @@ async def main(argv: list[str] | None = None) -> int:
     results = {}
     with tempfile.TemporaryDirectory(prefix="gbr-local-tasks-") as folder:
         base = Path(folder)
+        if not args.quick:
+            started = time.monotonic()
+            await trio.to_thread.run_sync(library_index, base)
+            print(
+                f"library index built once, copied to each task: {time.monotonic() - started:.0f} s"
+            )
         for name in models:
             results[name] = await bench_model(
                 name, tasks, args.runs, args.timeout, base, not args.no_grammar

@@ -12,8 +12,10 @@ from dataclasses import replace
 import pytest
 
 from gbr_node.llm.grammar import (
+    MAX_FORCED_AFTER_ERRORS,
     Workspace,
     answered,
+    must_call,
     parse_text_call,
     seen_in_turn,
     tool_call_grammar,
@@ -238,3 +240,104 @@ def test_a_tool_with_nothing_to_act_on_is_not_offered() -> None:
     assert Gbnf(grammar).matches(call("write_file", {"path": "a.txt", "content": ""}))
     nothing_read = Workspace({"logo.png": None}, (".",))
     assert "edit_file" not in call_rule(tool_call_grammar([EDIT, READ], workspace=nothing_read))
+
+
+# Schema bounds that make a value invalid are part of the syntax (issue 32: the model
+# wrote `"glob": ""` and `"package": ""`, refused by the tool, then gave up).
+NONEMPTY = {"type": "string", "minLength": 1}
+SEARCH = tool("search_text", {"pattern": NONEMPTY, "path": STR, "glob": NONEMPTY}, ["pattern"])
+COUNTED = tool(
+    "t",
+    {
+        "offset": {"type": "integer", "minimum": 1},
+        "depth": {"type": "integer", "minimum": 0},
+        "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+        "argv": {"type": "array", "items": NONEMPTY, "minItems": 1},
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "arguments", "allowed"),
+    [
+        (SEARCH, {"pattern": "port"}, True),
+        (SEARCH, {"pattern": "port", "glob": "*.py"}, True),
+        (SEARCH, {"pattern": ""}, False),
+        (SEARCH, {"pattern": "port", "glob": ""}, False),
+        (COUNTED, {"offset": 1}, True),
+        (COUNTED, {"offset": 12}, True),
+        (COUNTED, {"offset": 0}, False),
+        (COUNTED, {"offset": -3}, False),
+        (COUNTED, {"offset": 1, "depth": 0}, True),
+        (COUNTED, {"offset": 1, "depth": -1}, False),
+        (COUNTED, {"offset": 1, "depth": 1, "timeout_s": 2.5}, True),
+        (COUNTED, {"offset": 1, "depth": 1, "timeout_s": 0.5}, True),
+        (COUNTED, {"offset": 1, "depth": 1, "timeout_s": 0}, False),
+        (COUNTED, {"offset": 1, "depth": 1, "timeout_s": -1}, False),
+        (COUNTED, {"offset": 1, "depth": 1, "timeout_s": 1, "argv": ["ls"]}, True),
+        (COUNTED, {"offset": 1, "depth": 1, "timeout_s": 1, "argv": []}, False),
+        (COUNTED, {"offset": 1, "depth": 1, "timeout_s": 1, "argv": [""]}, False),
+    ],
+)
+def test_values_the_schema_forbids_cannot_be_written(
+    spec: dict, arguments: dict, allowed: bool
+) -> None:
+    assert Gbnf(grammar_for([spec])).matches(call(spec["function"]["name"], arguments)) is allowed
+
+
+DELETE = tool("delete_path", {"path": STR}, ["path"])
+MOVE = tool("move_path", {"source": STR, "destination": STR}, ["source", "destination"])
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "allowed"),
+    [
+        ("search_text", {"pattern": "x", "path": "src"}, True),
+        ("search_text", {"pattern": "x", "path": "notes.txt"}, True),
+        ("search_text", {"pattern": "x", "path": "."}, True),
+        ("search_text", {"pattern": "x"}, True),
+        ("search_text", {"pattern": "x", "path": "server.py"}, False),
+        ("delete_path", {"path": "notes.txt"}, True),
+        ("delete_path", {"path": "src"}, True),
+        ("delete_path", {"path": "old.txt"}, False),
+        ("move_path", {"source": "notes.txt", "destination": "n.txt"}, True),
+        ("move_path", {"source": "nope.txt", "destination": "n.txt"}, False),
+    ],
+)
+def test_paths_that_must_exist_to_search_delete_or_move_do(
+    name: str, arguments: dict, allowed: bool
+) -> None:
+    grammar = Gbnf(tool_call_grammar([SEARCH, DELETE, MOVE], workspace=PROJECT))
+    assert grammar.matches(call(name, arguments)) is allowed
+
+
+def _turn(*results: str) -> list[dict]:
+    messages: list[dict] = [{"role": "user", "content": "do it"}]
+    for n, text in enumerate(results):
+        function = {"name": "read_file", "arguments": json.dumps({"path": f"{n}.txt"})}
+        messages.append({"role": "assistant", "tool_calls": [{"id": str(n), "function": function}]})
+        messages.append({"role": "tool", "tool_call_id": str(n), "content": text})
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("messages", "forced"),
+    [
+        (_turn(), True),  # the person's message
+        (_turn("1\tprint('hi')"), False),  # a result: the model may answer
+        (_turn("error: old_string not found"), True),  # a failure: try another way
+        (_turn("fine", "error: nope"), True),
+        (_turn(*["error: nope"] * MAX_FORCED_AFTER_ERRORS), True),
+        (_turn(*["error: nope"] * (MAX_FORCED_AFTER_ERRORS + 1)), False),  # then it may say so
+        (_turn("error: nope", "fine"), False),
+        ([], False),
+    ],
+)
+def test_must_call_after_the_person_and_after_a_failed_call(
+    messages: list[dict], forced: bool
+) -> None:
+    """Roles and the results' `error:` mark decide, never the words of the request: the
+    same messages in another language force the same."""
+    assert must_call(messages) is forced
+    translated = [{**m, "content": "fais-le"} if m.get("role") == "user" else m for m in messages]
+    assert must_call(translated) is forced

@@ -111,6 +111,43 @@ def test_write_file_replaces_content_and_keeps_the_mode(registry, root):
     assert script.stat().st_mode & 0o777 == 0o751
 
 
+@pytest.mark.parametrize(
+    ("seen", "path", "written"),
+    [
+        (None, "old.txt", True),  # a peer's, a command's or an MCP client's call: no turn
+        (frozenset(), "new.txt", True),  # a new file needs no read
+        (frozenset(), "sub/new.txt", True),
+        (frozenset(), "old.txt", False),
+        (frozenset({"other.txt"}), "old.txt", False),
+        (frozenset({"old.txt"}), "old.txt", True),
+        (frozenset({"./old.txt"}), "old.txt", True),  # spelled another way
+        (frozenset({"sub/../old.txt"}), "./old.txt", True),
+        (frozenset({"../outside.txt", "old.txt"}), "old.txt", True),  # a bad path is no match
+    ],
+)
+def test_write_file_replaces_a_file_the_agent_did_not_read_in_its_turn_never(
+    registry, root, seen, path, written
+):
+    """Claude Code's Write rule, for the local agent's calls (`tools.base.SEEN`): a small
+    model wrote `port = 8080` over all of server.py without reading it (issue 32)."""
+    from gbr_node.tools.base import SEEN
+
+    (root / "old.txt").write_text("keep me\n")
+    token = SEEN.set(seen)
+    try:
+        result = registry.call("write_file", {"path": path, "content": "new\n"})
+    finally:
+        SEEN.reset(token)
+    target = root / path
+    if written:
+        assert not result.is_error and target.read_text() == "new\n"
+    else:
+        assert result.is_error
+        assert text_of(result).startswith("old.txt already exists and was not read in this turn")
+        assert "read_file it first" in text_of(result)
+        assert (root / "old.txt").read_text() == "keep me\n"
+
+
 def test_write_file_through_a_hard_link_leaves_the_outside_file_alone(registry, root, outside):
     os.link(outside / "secret.txt", root / "hard.txt")
     registry.call("write_file", {"path": "hard.txt", "content": "changed\n"})
@@ -164,6 +201,15 @@ def test_edit_file_without_a_single_match_says_how_many_and_changes_nothing(
     assert result.is_error
     assert (f"{count} matches" if count == 0 else f"matches {count} times") in text_of(result)
     assert (root / "m.txt").read_text() == text
+
+
+@pytest.mark.parametrize("replace_all", [False, True])
+def test_edit_file_that_changes_nothing_is_refused(registry, root, replace_all):
+    (root / "team.txt").write_text("Maria\nDmitri\n")
+    arguments = {"path": "team.txt", "old_string": "Dmitri", "new_string": "Dmitri"}
+    result = registry.call("edit_file", {**arguments, "replace_all": replace_all})
+    assert result.is_error and "changes nothing" in text_of(result)
+    assert (root / "team.txt").read_text() == "Maria\nDmitri\n"
 
 
 def test_edit_file_replace_all_replaces_every_match(registry, root):
