@@ -113,9 +113,14 @@ class ModelClient:
         await self._http.aclose()
 
     def stream_chat(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        grammar: str | None = None,
     ) -> ChatStream:
-        """One model turn over `messages` (chat-completions message dicts) offering `tools`.
+        """One model turn over `messages` (chat-completions message dicts) offering `tools`;
+        `grammar` (GBNF, sent only with `settings.tool_grammar`) binds an answer that
+        offers no tools.
 
         Returns a `ChatStream`: use it as `async with ... as stream:` then
         `async for event in stream`. Raises ValueError at once when
@@ -123,7 +128,7 @@ class ModelClient:
         """
         if not messages:
             raise ValueError("messages must be a non-empty list of message dicts")
-        return ChatStream(self, list(messages), list(tools or []))
+        return ChatStream(self, list(messages), list(tools or []), grammar)
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
@@ -246,11 +251,16 @@ class ChatStream:
     """
 
     def __init__(
-        self, client: ModelClient, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        client: ModelClient,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        grammar: str | None = None,
     ) -> None:
         self._client = client
         self._messages = messages
         self._tools = tools
+        self._grammar = grammar
         self._assembler = DeltaAssembler(text_calls=client.settings.tool_grammar and bool(tools))
         self._completion: Completion | None = None
         self._events: AsyncGenerator[Event, None] = self._run()
@@ -313,6 +323,8 @@ class ChatStream:
             if grammar:
                 body["grammar"] = grammar
                 body["tool_choice"] = "none"
+        elif self._grammar is not None and settings.tool_grammar:
+            body["grammar"] = self._grammar
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         body["stream"] = streaming

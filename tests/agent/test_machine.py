@@ -316,3 +316,107 @@ def test_the_same_call_with_the_same_result_three_times_ends_the_turn_too():
         "[stopped: this same call gave this same result 3 times"
         in (m.session.entries[-1].message["content"])
     )
+
+
+# -- a grammar-bound model is asked whether a change is still undone (issue 32) --------
+
+
+def confirming(max_steps=25):
+    m = make(max_steps)
+    m.confirm_changes = True
+    return m
+
+
+def edit(call_id):
+    args = '{"path": "a.txt", "old_string": "a", "new_string": "b"}'
+    return ToolCall(call_id, "edit_file", {"path": "a.txt", "old_string": "a"}, args)
+
+
+def edited(prompt_id, call_id, failed=False):
+    result = {"content": [{"type": "text", "text": "nope" if failed else "edited a.txt"}]}
+    return ToolExecutionFeedback(
+        prompt_id, call_id, "edit_file", result={**result, "isError": failed}
+    )
+
+
+def test_a_text_answer_after_no_change_asks_the_model_yes_or_no_outside_the_session():
+    from gbr_node.agent.machine import CONFIRM_GRAMMAR, CONFIRM_QUESTION, NUDGE
+
+    m = confirming()
+    pid = only(m.handle(UserPrompt("add is_even to m.py")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleDone(pid, "", (call("c1", "m.py"),)))
+    pid = only(m.handle(ok(pid, "c1", "1\tdef square(n): ...")), StartInference)[0].prompt.prompt_id
+    actions = m.handle(OracleDone(pid, "You can add it like this: def is_even(n): ..."))
+    (ask,) = only(actions, StartInference)
+    assert m.state is State.CONFIRMING and not any(
+        a.kind == "turn_end" for a in only(actions, Show)
+    )
+    assert ask.prompt.grammar == CONFIRM_GRAMMAR and ask.prompt.tools == ()
+    assert ask.prompt.messages[-1] == {"role": "user", "content": CONFIRM_QUESTION}
+    assert CONFIRM_QUESTION not in str(m.session.request_messages())  # never in the session
+    assert m.handle(OracleChunk(ask.prompt.prompt_id, "text", "yes")) == []  # not shown
+    actions = m.handle(OracleDone(ask.prompt.prompt_id, "yes"))
+    (again,) = only(actions, StartInference)
+    assert again.prompt.messages[-1] == {"role": "user", "content": NUDGE}
+    assert_valid(list(again.prompt.messages))
+    assert any(a.kind == "notice" for a in only(actions, Show))
+    # The second text answer of the turn ends it: the question is asked once a turn.
+    actions = m.handle(OracleDone(again.prompt.prompt_id, "Still describing."))
+    assert Show("turn_end") in actions and not only(actions, StartInference)
+
+
+@pytest.mark.parametrize("verdict", ["no", "No", "", "maybe"])
+def test_anything_but_yes_ends_the_turn_as_before(verdict):
+    m = confirming()
+    pid = only(m.handle(UserPrompt("what port?")), StartInference)[0].prompt.prompt_id
+    (ask,) = only(m.handle(OracleDone(pid, "Port 8080.")), StartInference)
+    actions = m.handle(OracleDone(ask.prompt.prompt_id, verdict))
+    assert Show("turn_end") in actions and m.state is State.IDLE
+    assert m.session.request_messages()[-1] == {"role": "assistant", "content": "Port 8080."}
+
+
+def test_a_failed_question_ends_the_turn_quietly():
+    m = confirming()
+    pid = only(m.handle(UserPrompt("hi")), StartInference)[0].prompt.prompt_id
+    (ask,) = only(m.handle(OracleDone(pid, "Hello.")), StartInference)
+    actions = m.handle(OracleFailed(ask.prompt.prompt_id, "server gone", ""))
+    assert Show("turn_end") in actions and not only(actions, StartInference)
+    assert not [a for a in only(actions, Show) if a.kind == "error"]
+
+
+@pytest.mark.parametrize(
+    ("confirm", "failed", "asked"),
+    [
+        (False, False, False),  # off: any model not bound by the node's grammar
+        (True, False, False),  # a change was made: nothing to ask
+        (True, True, True),  # the change failed: still undone
+    ],
+)
+def test_the_question_is_asked_only_when_on_and_no_call_could_have_changed_anything(
+    confirm, failed, asked
+):
+    m = make()
+    m.confirm_changes = confirm
+    pid = only(m.handle(UserPrompt("edit a.txt")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleDone(pid, "", (edit("e1"),)))
+    pid = only(m.handle(edited(pid, "e1", failed)), StartInference)[0].prompt.prompt_id
+    actions = m.handle(OracleDone(pid, "Done."))
+    assert bool(only(actions, StartInference)) is asked
+    assert (m.state is State.CONFIRMING) is asked
+
+
+def test_interrupting_the_question_ends_the_turn():
+    m = confirming()
+    pid = only(m.handle(UserPrompt("hi")), StartInference)[0].prompt.prompt_id
+    (ask,) = only(m.handle(OracleDone(pid, "Hello.")), StartInference)
+    actions = m.handle(Interrupt())
+    assert only(actions, CancelInference) == [CancelInference(ask.prompt.prompt_id)]
+    assert m.state is State.IDLE
+
+
+def test_a_nudge_never_passes_the_step_limit():
+    m = confirming(max_steps=1)
+    pid = only(m.handle(UserPrompt("add it")), StartInference)[0].prompt.prompt_id
+    (ask,) = only(m.handle(OracleDone(pid, "Add it like so.")), StartInference)
+    actions = m.handle(OracleDone(ask.prompt.prompt_id, "yes"))
+    assert Show("turn_end") in actions and not only(actions, StartInference)
