@@ -55,7 +55,7 @@ from gbr_node.library.present import answer_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.grammar import Workspace
-from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL
+from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL, INSTALL_HINT
 from gbr_node.llm.settings import ClientSettings
 from gbr_node.mcp.mounts import Mounts
 from gbr_node.mcp.toolset import NodeTools
@@ -79,8 +79,8 @@ PRELOOKUP_TIMEOUT_S = 10.0
 """The longest the node's own library lookup may hold a message back (seconds)."""
 APPROVAL_RESOLVED = "notifications/approval_resolved"
 EMBEDDED_MISSING = (
-    "the embedded model is not installed (in gbr-node's folder: pip install '.[local]' && "
-    f"{CATALOGUE[DEFAULT_LOCAL_MODEL].install})"
+    "the embedded model is not installed (in gbr-node's folder: "
+    f"{INSTALL_HINT} && {CATALOGUE[DEFAULT_LOCAL_MODEL].install})"
 )
 EMBEDDED_OFF = "GBR_LOCAL_MODEL=0 keeps the embedded model off"
 EMBEDDED_FAILED = "the embedded model did not start (.gbr/node.log says why)"
