@@ -15,7 +15,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,16 +201,13 @@ _PLAIN_ARGUMENT = {"search_library": "query", "read_library": "name_or_path"}
 
 
 def cmd_tool(args: argparse.Namespace) -> int:
-    """Run one local tool under the active profile and print its MCP result."""
-    from gbr_node.approvals import ApprovalLog, default_path
-    from gbr_node.approvals.desk import ApprovalDesk
-    from gbr_node.checkpoints.store import CheckpointStore
-    from gbr_node.checkpoints.store import default_path as checkpoints_path
-    from gbr_node.config.loader import build_sandbox, state_folder
-    from gbr_node.library.lookup import open_library
-    from gbr_node.tools.checkrunner import CheckRunner
-    from gbr_node.tools.registry import build_registry
-
+    """Run one local tool under the active profile and print its MCP result; with
+    `--list`, list every tool the local agent has instead (`_list_tools`)."""
+    if args.list:
+        return _list_tools(_load(args))
+    if args.name is None:
+        print("gbr-node: tool needs NAME (or --list)", file=sys.stderr)
+        return EXIT_USAGE
     text = args.arguments.strip()
     plain = _PLAIN_ARGUMENT.get(args.name)
     if plain is not None and text and text[0] not in "{-@":
@@ -222,6 +219,24 @@ def cmd_tool(args: argparse.Namespace) -> int:
     loaded = _load(args)
     if args.name.split("__", 1)[0] in loaded.profile.mcp_servers and "__" in args.name:
         return _run_mounted(loaded, args.name, arguments, as_json=args.json)
+    with _local_registry(loaded) as registry:
+        return _run_tool(registry, args.name, arguments, as_json=args.json)
+
+
+@contextlib.contextmanager
+def _local_registry(loaded: LoadedProfile) -> Iterator[Registry]:
+    """The local agent's own tools under `loaded`'s profile, as `run` builds them: file
+    and command tools, library tools, approval_status; the approval log and the
+    checkpoint store stay open while the context lasts."""
+    from gbr_node.approvals import ApprovalLog, default_path
+    from gbr_node.approvals.desk import ApprovalDesk
+    from gbr_node.checkpoints.store import CheckpointStore
+    from gbr_node.checkpoints.store import default_path as checkpoints_path
+    from gbr_node.config.loader import build_sandbox, state_folder
+    from gbr_node.library.lookup import open_library
+    from gbr_node.tools.checkrunner import CheckRunner
+    from gbr_node.tools.registry import build_registry
+
     sandbox = build_sandbox(loaded)
     state_folder(loaded.project_dir)
     store = CheckpointStore(checkpoints_path(loaded.project_dir), loaded.root)
@@ -229,7 +244,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
     with ApprovalLog(default_path(loaded.project_dir)) as approvals, contextlib.closing(store):
         # A protected write asked from here waits in the log like any other (EVD-AI-01).
         desk = ApprovalDesk(approvals, lambda: sandbox)
-        registry = build_registry(
+        yield build_registry(
             loaded.profile.tools,
             sandbox,
             on_approval=desk.on_approval,
@@ -241,7 +256,87 @@ def cmd_tool(args: argparse.Namespace) -> int:
             verify=loaded.profile.builtin_checks,
             checkpoints=store,  # its changes are the command's to undo (GBR-UNDO-01)
         )
-        return _run_tool(registry, args.name, arguments, as_json=args.json)
+
+
+LIBRARY_TOOLS = ("search_library", "read_library")
+
+
+def _list_tools(loaded: LoadedProfile) -> int:
+    """`gbr-node tool --list` (issue 34): every tool the local agent has under the active
+    profile, grouped (local file and command tools, library tools, each mounted MCP
+    server's `NAME__TOOL` tools), names aligned, then the tools `[tools] enabled` does not
+    grant. Mounted servers are started for it, waited for at most MOUNT_WAIT_S seconds
+    in all, and stopped; one that does not come up is listed with its reason."""
+    import shutil
+
+    from gbr_node.config.profile import ALL_LOCAL_TOOLS
+
+    with _local_registry(loaded) as registry:
+        specs = registry.specs()
+    local = [s for s in specs if s["name"] not in LIBRARY_TOOLS]
+    groups: list[tuple[str, list[dict[str, Any]]]] = [
+        ("local file and command tools", local),
+        ("library tools", [s for s in specs if s["name"] in LIBRARY_TOOLS]),
+    ]
+    notes = []
+    if loaded.profile.mcp_servers:
+        for server, tools, reason in _mounted_tools(loaded):
+            if reason:
+                notes.append(f"mounted MCP server {server}: not running ({reason})")
+            else:
+                groups.append((f"mounted MCP server {server}", tools))
+    off = [name for name in ALL_LOCAL_TOOLS if not loaded.profile.tools.is_enabled(name)]
+    if off:
+        notes.append(f"not granted by the profile's [tools] enabled: {', '.join(off)}")
+    print("\n".join(tool_groups_lines(groups, notes, shutil.get_terminal_size().columns)))
+    return 0
+
+
+def tool_groups_lines(
+    groups: list[tuple[str, list[dict[str, Any]]]], notes: list[str], width: int
+) -> list[str]:
+    """`groups` as `TITLE:` then one `  NAME  first line of its description` per tool,
+    every name padded to the longest of all groups, each line cut to `width` cells;
+    an empty group is left out; `notes` follow, one line each (`textcells.one_line`)."""
+    from gbr_node.textcells import cut, one_line
+
+    names = [spec["name"] for _, specs in groups for spec in specs]
+    pad = max((len(name) for name in names), default=0)
+    lines = []
+    for title, specs in groups:
+        if not specs:
+            continue
+        lines.append(f"{title}:")
+        for spec in specs:
+            first = one_line((spec.get("description") or "").strip().split("\n", 1)[0])
+            lines.append(cut(f"  {spec['name']:<{pad}}  {first}".rstrip(), width))
+    return lines + [cut(one_line(note), width) for note in notes]
+
+
+def _mounted_tools(loaded: LoadedProfile) -> list[tuple[str, list[dict[str, Any]], str]]:
+    """(server name, its tools' specs named `NAME__TOOL`, "" or why it is not up) for each
+    of the profile's mounted MCP servers, started and stopped here."""
+    import trio
+
+    from gbr_node.mcp.mounts import Mounts
+
+    async def listed() -> list[tuple[str, list[dict[str, Any]], str]]:
+        mounts = Mounts(notice=lambda text: None)
+        mounts.apply(loaded.profile.mcp_servers, loaded.root)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(mounts.run)
+            with trio.move_on_after(MOUNT_WAIT_S):
+                while any(s.state == "starting" for s in mounts.servers.values()):
+                    await trio.sleep(0.05)
+            specs = mounts.specs()
+            out = []
+            for name, server in mounts.servers.items():
+                own = [s for s in specs if s["name"].split("__", 1)[0] == name]
+                out.append((name, own, "" if server.state == "up" else server.reason))
+            nursery.cancel_scope.cancel()
+        return out
+
+    return trio.run(listed)
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
@@ -667,9 +762,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "tool", "run one local tool under the active profile", add_help=False)
     p.add_argument("-h", "--help", action=_ToolHelp, help="show this help, with every tool")
-    p.add_argument("name", help="tool name, e.g. read_file")
+    p.add_argument("name", nargs="?", help="tool name, e.g. read_file")
     p.add_argument("arguments", nargs="?", default="{}", metavar="JSON-ARGS", help=ARGS_HELP)
     p.add_argument("--json", action="store_true", help="print the raw MCP result")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list every tool the local agent has: local, library, mounted MCP (NAME__TOOL)",
+    )
     p.set_defaults(func=cmd_tool)
     _add_global_options(parser)
     return parser

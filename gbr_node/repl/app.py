@@ -91,8 +91,12 @@ def interactive_terminal() -> bool:
 
 
 def open_screen(*, color: bool) -> Screen:
-    """The `Screen` for this process: a live one on an interactive terminal, else a stream."""
-    return Screen(View(color=color, live=interactive_terminal()))
+    """The `Screen` for this process: a live one on an interactive terminal, else a stream.
+    On the interactive terminal the node reports its program status (OSC 7501,
+    `repl.status`) unless `GBR_PROGRAM_STATUS=0`."""
+    live = interactive_terminal()
+    status = live and os.environ.get("GBR_PROGRAM_STATUS", "1") != "0"
+    return Screen(View(color=color, live=live, program_status=status))
 
 
 STOP_TIMEOUT_S = 2.0

@@ -53,7 +53,9 @@ TICK_S = 0.1  # the status's elapsed times while busy
 SIZE_POLL_S = 0.2  # SIGWINCH reaches only the main thread: the input thread polls
 INPUT_ROWS = 10
 Change = Callable[[View, int, float], str]
-"""A change to the view: (view, width in cells, monotonic now) -> text for the scrollback."""
+"""A change to the view: (view, width in cells, monotonic now) -> text for the scrollback.
+After each, the view's OSC 7501 report (`View.status_report`), if its state changed, is
+written with that text."""
 
 
 def history_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -90,6 +92,7 @@ class Screen:
                 self._loop.call_soon_threadsafe(self._apply_here, change)
                 return
         text = change(self.view, self.view.layout_width(_width(self._out)), time.monotonic())
+        text += self.view.status_report()
         if text:
             self._out.write(text)
             self._out.flush()
@@ -98,7 +101,7 @@ class Screen:
         ui = self._ui
         assert ui is not None
         text = change(self.view, ui.width(), time.monotonic())
-        ui.write_above(text)
+        ui.write_above(text + self.view.status_report())
 
     # -- the interactive input -------------------------------------------------
 

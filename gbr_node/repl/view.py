@@ -36,6 +36,7 @@ from gbr_node.agent.messages import ToolExecutionFeedback
 from gbr_node.repl.blocks import Block, BlockSplitter
 from gbr_node.repl.markdown import render_block
 from gbr_node.repl.render import DIM, GREEN, RED, RESET, YELLOW, short_arguments, status_line
+from gbr_node.repl.status import report
 from gbr_node.textcells import cut, one_line, plain, visible, wrap, wrap_styled
 
 PROMPT = "› "
@@ -74,11 +75,17 @@ class View:
     Args:
         color: ANSI colours and rendered markdown; else plain text as written.
         live: an interactive terminal with a live part; else a stream.
+        program_status: report working / waiting for approval / done to the
+            terminal as OSC 7501 (`status_report`, `repl.status`).
     """
 
-    def __init__(self, *, color: bool, live: bool) -> None:
+    def __init__(self, *, color: bool, live: bool, program_status: bool = False) -> None:
         self.color = color
         self.live = live
+        self.program_status = program_status
+        self._reported = ""  # the OSC 7501 state last reported ("" for none)
+        self._turns_ended = 0
+        self._closed = False
         self._answer: _Answer | None = None
         self._mid_line = False  # stream mode: the last text written ended mid-line
         self._held: list[str] = []  # notices waiting for the answer to end
@@ -134,6 +141,7 @@ class View:
             return self._end_answer(width) + self._tool_end(show.data["feedback"], width)
         if kind == "turn_end":
             self._waiting_since = self._streaming_since = None
+            self._turns_ended += 1
             out = self._end_answer(width, release=False)
             # Calls still running after an interruption are not awaited (their late
             # results come as "stale"); those that ended are written in order.
@@ -176,7 +184,33 @@ class View:
 
     def close(self, width: int) -> str:
         """The session ends: everything still pending, finished."""
+        self._closed = True
         return self._end_answer(width) + self._end_line()
+
+    def status_report(self) -> str:
+        """The OSC 7501 sequence to write when the program state changed since the last
+        report, else "" (always "" without `program_status`). The state: `blocked` while
+        an approval this session's agent asked for waits, else `working` while a turn
+        runs, else `done` once a turn ended; `clear` after `close` if `working` or
+        `blocked` was the last report. Zero-width: it may follow any scrollback text."""
+        if not self.program_status:
+            return ""
+        if self._closed:
+            state = "clear" if self._reported in ("working", "blocked") else ""
+        elif self.waiting_approvals:
+            state = "blocked"
+        elif self.busy:
+            state = "working"
+        else:
+            state = "done" if self._turns_ended else ""
+        if state == self._reported or not state:
+            return ""
+        self._reported = state
+        if state == "blocked":
+            ids = ", ".join(f"#{n}" for n in self.waiting_approvals)
+            n = self.waiting_approvals[0]
+            return report(state, kind="permission", msg=f"approval {ids} waits: /approve {n}")
+        return report(state)
 
     # -- the live part ----------------------------------------------------------
 

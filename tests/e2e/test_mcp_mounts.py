@@ -202,3 +202,42 @@ def test_gbr_node_tool_reaches_a_mounted_servers_tool(tmp_path):
     assert "UTC" in done.stdout
     missing = gbr(project, "tool", "time__no_such_tool", "{}")
     assert missing.returncode == 2 and "unknown tool" in missing.stderr
+
+
+def test_gbr_node_tool_list_groups_every_tool_the_agent_has(tmp_path):
+    """issue 34: `gbr-node tool --list` shows the local file and command tools, the
+    library tools and each mounted server's NAME__TOOL tools, names aligned; a server
+    that does not come up and the tools the profile does not grant are named."""
+    from tests.e2e.conftest import gbr
+
+    project = tmp_path / "project"
+    project.mkdir()
+    time_server = toml_array([installed("mcp-server-time")])
+    enabled = '"read_file", "run_command", "search_library", "read_library"'
+    write_profile(
+        project,
+        "http://127.0.0.1:9/v1",
+        extra=f"[tools]\nenabled = [{enabled}]\n\n"
+        f"[mcp_servers.time]\ncommand = {time_server}\n\n"
+        '[mcp_servers.broken]\ncommand = ["/bin/false"]\n',
+    )
+    out = gbr(project, "tool", "--list")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    titles = [line for line in lines if not line.startswith(" ")]
+    assert titles[:3] == [
+        "local file and command tools:",
+        "library tools:",
+        "mounted MCP server time:",
+    ]
+    assert titles[3].startswith("mounted MCP server broken: not running (")
+    assert "not granted by the profile's [tools] enabled: write_file, edit_file" in titles[4]
+    tools = [line.split()[0] for line in lines if line.startswith("  ")]
+    assert tools[:2] == ["read_file", "run_command"] and "write_file" not in tools
+    assert {"search_library", "read_library", "time__get_current_time"} <= set(tools)
+    columns = {
+        line.index(line.split()[1], len(line.split()[0]) + 2)
+        for line in lines
+        if line.startswith("  ")
+    }
+    assert len(columns) == 1  # every description starts in one column

@@ -155,3 +155,22 @@ def test_tools_shows_what_is_withheld_and_why(project, model_server, run_node):
     term.expect_new("withheld:")
     term.expect_new(r"bob__\*: peer not connected \(its tools come when it is: /dial bob\)")
     term.expect_new(r"ghost__\*: MCP server not running")
+
+
+def test_tools_names_tools_left_out_for_the_window_and_turned_off(project, model_server, run_node):
+    """issue 34: /tools says which tools the model's window leaves out and which the
+    profile's [tools] enabled does not grant, dimmed under "withheld:"."""
+    profile = write_profile(
+        project,
+        model_server.base_url,
+        extra='[tools]\nenabled = ["read_file", "write_file", "list_dir", "search_text"]\n',
+    )
+    text = profile.read_text().replace(
+        'model = "test-model"\n', 'model = "test-model"\ncontext_tokens = 512\n'
+    )
+    profile.write_text(text)
+    term = run_node()
+    term.sendline("/tools")
+    term.expect_new("withheld:")
+    term.expect_new(r"\w+: left out for the model's window")
+    term.expect_new(r"edit_file, .*run_command.*: not granted by the profile's \[tools\] enabled")

@@ -21,7 +21,7 @@ def installed(script: str) -> str:
     """The absolute path of a console script of this virtualenv (e.g. mcp-server-time)."""
     path = BIN / script
     if not os.access(path, os.X_OK):
-        pytest.fail(f"{script} is not installed: pip install -e '.[test]'")
+        pytest.fail(f"{script} is not installed: README.md's test command installs it")
     return str(path)
 
 
