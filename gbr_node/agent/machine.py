@@ -76,7 +76,7 @@ from gbr_node.checks.plan import CheckSpec, CheckTarget, targets
 from gbr_node.checks.verdict import closing_line
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
-from gbr_node.llm.grammar import seen_in_turn
+from gbr_node.llm.grammar import NODE_NOTE, seen_in_turn
 from gbr_node.mcp.names import SEPARATOR
 
 DEFAULT_MAX_STEPS = 25
@@ -99,8 +99,8 @@ CONFIRM_QUESTION = (
     "your tool calls since that message has made? Answer yes or no."
 )
 CONFIRM_GRAMMAR = 'root ::= "yes" | "no"'
-NUDGE = (
-    "[gbr-node] The change asked for is not made: your answer described it instead. Make "
+NUDGE = NODE_NOTE + (
+    "The change asked for is not made: your answer described it instead. Make "
     "it now with the tools (read_file first if you have not, then edit_file or "
     "write_file), then say what you changed."
 )
