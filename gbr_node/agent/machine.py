@@ -41,8 +41,9 @@ a turn in which no call could have changed the project goes to CONFIRMING:
 one more inference outside the session, bound to `yes` or `no`, asks the
 model whether the person's message still wants a change (a small model reads
 the file, then describes the edit). "yes" adds the node's fixed `NUDGE` to
-the session and prompts again; anything else ends the turn. Once a turn; the
-node judges no word of the request, the model does.
+the session and prompts again; anything else ends the turn. At most
+`MAX_CONFIRMS` times a turn; the node judges no word of the request, the
+model does.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ CONFIRM_QUESTION = (
     "your tool calls since that message has made? Answer yes or no."
 )
 CONFIRM_GRAMMAR = 'root ::= "yes" | "no"'
+MAX_CONFIRMS = 2  # questions per turn (the model described the change twice in a row)
 NUDGE = NODE_NOTE + (
     "The change asked for is not made: your answer described it instead. Make "
     "it now with the tools (read_file first if you have not, then edit_file or "
@@ -235,7 +237,7 @@ class AgentMachine:
         """Ask the model whether a text answer left a change undone (`_confirm`); the
         node turns it on for a grammar-bound model (`llm.grammar`)."""
         self._acted = False  # a call of this turn may have changed the project
-        self._confirmed = False  # this turn's `_confirm` was asked
+        self._confirmed = 0  # how many times this turn's `_confirm` was asked
 
     @property
     def prompt_id(self) -> int | None:
@@ -309,7 +311,8 @@ class AgentMachine:
         self.session.append(message, finish_reason=msg.finish_reason, usage=msg.usage)
         if not calls:
             cut = CUT_REASONS.get(msg.finish_reason or "")
-            if self.confirm_changes and not (cut or self._confirmed or self._acted):
+            asked = self._confirmed >= MAX_CONFIRMS
+            if self.confirm_changes and not (cut or asked or self._acted):
                 return [usage, *self._confirm()]
             return [usage, *self._end_turn(cut=cut)]
         self.state = State.AWAITING_TOOLS
@@ -456,10 +459,10 @@ class AgentMachine:
         """Ask the model, in one grammar-bound inference (yes or no) outside the session,
         whether the person's message still wants a change the turn has not made: a
         small model reads a file, then describes the edit instead of making it (issue
-        32). The model judges its own request; the node reads no word of it. Once a
-        turn, only when `confirm_changes` is on and no call of the turn could have
-        changed the project."""
-        self._confirmed = True
+        32). The model judges its own request; the node reads no word of it. At most
+        `MAX_CONFIRMS` times a turn, only when `confirm_changes` is on and no call of
+        the turn could have changed the project."""
+        self._confirmed += 1
         self._prompt_id = self._next_id
         self._next_id += 1
         self.state = State.CONFIRMING
@@ -604,7 +607,7 @@ class AgentMachine:
         return found
 
     def _new_turn(self) -> None:
-        self._acted = self._confirmed = False
+        self._acted, self._confirmed = False, 0
         self._steps = 0
         self._repeats.clear()
         self._turn += 1

@@ -340,7 +340,7 @@ def edited(prompt_id, call_id, failed=False):
 
 
 def test_a_text_answer_after_no_change_asks_the_model_yes_or_no_outside_the_session():
-    from gbr_node.agent.machine import CONFIRM_GRAMMAR, CONFIRM_QUESTION, NUDGE
+    from gbr_node.agent.machine import CONFIRM_GRAMMAR, CONFIRM_QUESTION, MAX_CONFIRMS, NUDGE
 
     m = confirming()
     pid = only(m.handle(UserPrompt("add is_even to m.py")), StartInference)[0].prompt.prompt_id
@@ -360,8 +360,13 @@ def test_a_text_answer_after_no_change_asks_the_model_yes_or_no_outside_the_sess
     assert again.prompt.messages[-1] == {"role": "user", "content": NUDGE}
     assert_valid(list(again.prompt.messages))
     assert any(a.kind == "notice" for a in only(actions, Show))
-    # The second text answer of the turn ends it: the question is asked once a turn.
-    actions = m.handle(OracleDone(again.prompt.prompt_id, "Still describing."))
+    # Asked again after the next text answer, then no more: MAX_CONFIRMS a turn.
+    pid = again.prompt.prompt_id
+    for _ in range(MAX_CONFIRMS - 1):
+        (ask,) = only(m.handle(OracleDone(pid, "Still describing.")), StartInference)
+        (again,) = only(m.handle(OracleDone(ask.prompt.prompt_id, "yes")), StartInference)
+        pid = again.prompt.prompt_id
+    actions = m.handle(OracleDone(pid, "Still describing."))
     assert Show("turn_end") in actions and not only(actions, StartInference)
 
 
