@@ -49,6 +49,7 @@ PARALLEL_FROM = 8
 MEMBER_VOTE = 0.8
 MAX_MATCHED = 6000
 _BUILTINS = frozenset(dir(builtins))
+_MEMBERS = frozenset({"method", "property", "attribute"})  # kinds that live on a class
 
 
 @dataclass
@@ -321,7 +322,7 @@ class LibraryIndex:
         spells as code (`mention.candidates`: an import, backticks, a call, a
         dotted name, a snake_case or CamelCase identifier, or a package's own name
         next to a word like library or package). A builtin's name (`print(`) is
-        not a library's; a plain word, a file name and a module that shares its
+        not a library's, nor is a class's member for a bare call (`is_even(n)`); a plain word, a file name and a module that shares its
         name with a file extension never count (issue 33)."""
         names = self.package_names(fresh=True)
         packages: list[str] = []
@@ -347,6 +348,10 @@ class LibraryIndex:
             found = [h for h in store.by_alias(db, word) if not _private(h)] or [
                 h for h in self._defined(db, word) if not _private(h)
             ]
+            if candidate.how == "call" and "." not in word:
+                # `is_even(n)` spells a function or a class: a method of the same name
+                # somewhere (pycryptodome's `Integer.is_even`) is not what it names.
+                found = [h for h in found if h.kind not in _MEMBERS]
             if found:
                 spelled.append(word)
                 explicit = explicit or candidate.explicit
