@@ -180,8 +180,10 @@ def _complete(package: types.ModuleType) -> None:
 
     logger = logging.getLogger("libp2p")
     kept = logger.handlers[:], logger.level, logger.propagate
-    source = importlib.machinery.SourceFileLoader("libp2p", package.__file__ or "")
-    exec(source.get_code("libp2p"), package.__dict__)  # noqa: S102 (the library's own file)
+    code = importlib.machinery.SourceFileLoader("libp2p", package.__file__ or "").get_code("libp2p")
+    if code is None:  # a source file always has code; typeshed allows None
+        raise ImportError("libp2p/__init__.py has no code")
+    exec(code, package.__dict__)  # noqa: S102 (the library's own file)
     logger.handlers[:], logger.level, logger.propagate = kept
 
 
@@ -195,12 +197,12 @@ class _Finder:
             real = importlib.machinery.PathFinder.find_spec(name)
             if real is None or real.origin is None:
                 return None
-            spec = importlib.machinery.ModuleSpec(name, self, origin=real.origin, is_package=True)
+            spec = importlib.machinery.ModuleSpec(name, self, origin=real.origin, is_package=True)  # type: ignore[arg-type]  # a loader by protocol: importlib.abc alone costs ~10 ms of imports
             spec.submodule_search_locations = real.submodule_search_locations
             spec.has_location = True
             return spec
         if any(_under(name, p) for p in UNUSED_PACKAGES + DEFERRED if p not in _allowed):
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)  # type: ignore[arg-type]  # as above
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:

@@ -55,4 +55,3 @@ def add_parser(
         if name == "reject":
             action.add_argument("--reason", help="why, passed on to the requester")
     return p
-

@@ -55,7 +55,8 @@ async def test_the_cut_stream_is_closed_before_the_turn_end_and_the_next_request
             log.append(f"show {action.kind}")
 
     machine = AgentMachine(Session("be brief"), lambda: [])
-    runtime = AgentRuntime(machine, lambda: model, Dispatcher(lambda: None), render)  # type: ignore[arg-type]  # no tool runs here
+    no_tools = Dispatcher(lambda: None)  # type: ignore[arg-type,return-value]  # no tool runs here
+    runtime = AgentRuntime(machine, lambda: model, no_tools, render)
     async with trio.open_nursery() as nursery:
         await nursery.start(runtime.run)
         await runtime.inbox.send(UserPrompt("write a long answer"))
