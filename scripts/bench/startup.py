@@ -10,7 +10,8 @@ key, dials (TCP + Noise + Yamux), calls, prints a 1 KiB file and exits. Each
 command is paired with `python -c pass` (the same interpreter): they run in turn,
 A B A B ..., and the ratio is taken pair by pair, so a machine whose speed
 drifts hits both alike. Other one-shot commands (`--version`, `tool`, `inbox`,
-`env check`, `id`) get a row each the same way.
+`env check`, `id`, and `send` to the same serve, which waits for the ack) get a
+row each the same way.
 
 Times are wall milliseconds of the whole process (start to exit, output to
 /dev/null) and the CPU it used (user + system, from the kernel's accounting of
@@ -100,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         served.mkdir()
         caller.mkdir()
         (served / "kib.txt").write_text("x" * 1023 + "\n", encoding="utf-8")
-        write_serving_profile(served, {"alice": (alice.peer_id, ["read_file"])})
+        # `extra` lands in the last table, [peers.alice]: her messages are shown there
+        grant = {"alice": (alice.peer_id, ["read_file"])}
+        write_serving_profile(served, grant, extra='chat = "show"')
         serve = ServeProcess(served, work / "bob-home", bob)
         try:
             addrs = f'addrs = ["{serve.addr.rsplit("/p2p/", 1)[0]}"]'
@@ -119,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("gbr-node inbox", [*gbr, "inbox"]),
                 ("gbr-node env check", [*gbr, "env", "check"]),
                 ("gbr-node id", [*gbr, "id"]),
+                ("gbr-node send bob (delivered)", [*gbr, "send", "bob", "the build is green"]),
             ]
             results = measure(commands, caller, env, args.runs, args.warmup)
         finally:
