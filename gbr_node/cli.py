@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gbr_node.config.loader import LoadedProfile
-    from gbr_node.node import NodeSettings
+    from gbr_node.oneshot import NodeSettings
     from gbr_node.tools.registry import Registry, ToolResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -439,13 +439,13 @@ def _print_result(call: Callable[[], ToolResult], *, as_json: bool) -> int:
 
 
 def _settings(args: argparse.Namespace) -> NodeSettings:
-    from gbr_node import node
+    from gbr_node.oneshot import NodeSettings
     from gbr_node.sandbox.sandbox import register_node_file
 
     if args.identity:
         register_node_file(args.identity)  # no tool may read or delete it (GBR-PRIV-01)
     listen = getattr(args, "listen", None)
-    return node.NodeSettings(
+    return NodeSettings(
         project_dir=_project_dir(args),
         env=_env_name(args),
         identity=Path(args.identity) if args.identity else None,
@@ -490,7 +490,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     """Call one tool on a peer: `gbr-node call TARGET TOOL [JSON-ARGS]` or `--list`."""
     import trio
 
-    from gbr_node import node
+    from gbr_node import oneshot
 
     if not args.list and not args.tool:
         print("gbr-node: call needs TOOL (or --list)", file=sys.stderr)
@@ -499,7 +499,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     if arguments is None:
         return EXIT_USAGE
     tool = None if args.list else args.tool
-    return trio.run(node.call_once, _settings(args), args.target, tool, arguments)
+    return trio.run(oneshot.call_once, _settings(args), args.target, tool, arguments)
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -521,6 +521,13 @@ def cmd_model(args: argparse.Namespace) -> int:
     return trio.run(node.describe_model, _settings(args))
 
 
+def cmd_approvals(args: argparse.Namespace) -> int:
+    """List and decide approvals: `gbr-node approvals list | show N | approve N | ...`."""
+    from gbr_node.approvals import cli as approvals_cli
+
+    return approvals_cli.run(args)
+
+
 def cmd_inbox(args: argparse.Namespace) -> int:
     """Show the messages other agents sent: `gbr-node inbox [ALIAS] [--thread ID] [--clear]`."""
     from gbr_node.chat import cli as inbox_cli
@@ -530,9 +537,9 @@ def cmd_inbox(args: argparse.Namespace) -> int:
 
 def cmd_id(args: argparse.Namespace) -> int:
     """Print this node's peer ID and multiaddrs: `gbr-node id`."""
-    from gbr_node import node
+    from gbr_node import oneshot
 
-    return node.identity(_settings(args))
+    return oneshot.identity(_settings(args))
 
 
 GLOBAL_OPTIONS = (
@@ -732,10 +739,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "checkpoints", "list the recent turns and peers' calls and their files")
     p.set_defaults(func=cmd_checkpoints)
 
-    from gbr_node.approvals.cli import add_parser as add_approvals_parser
+    from gbr_node.approvals.parser import add_parser as add_approvals_parser
     from gbr_node.chat.cli import add_parser as add_inbox_parser
 
-    add_approvals_parser(sub)
+    add_approvals_parser(sub).set_defaults(func=cmd_approvals)
     add_inbox_parser(sub).set_defaults(func=cmd_inbox)
 
     p = _command(sub, "init", "create .gbr_envs/default.toml here if absent")

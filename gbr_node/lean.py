@@ -1,46 +1,86 @@
 """Keep parts of our dependencies that gbr-node never uses out of the process.
 
-An idle `gbr-node serve` must stay under 100 MB resident (issue 3). `import
-libp2p` (py-libp2p 0.8.1, pinned) loads every subsystem it has, whatever the
-host is built with; four of them, which a Noise + Yamux + TCP host with no
-discovery never runs, pull in ~15 MB of modules and libraries (zeroconf,
-requests, cbor2, netaddr, ...):
+An idle `gbr-node serve` must stay under 100 MB resident (issue 3), and a
+one-shot command such as `gbr-node call` must start in a blink (issue 35).
+`import libp2p` (py-libp2p 0.8.1, pinned) runs `libp2p/__init__.py`, which
+loads every subsystem the library has (QUIC and TLS with aioquic, RSA keys with
+pycryptodome, secio, mplex, the persistent peer stores, ...), whatever the
+host is built with; ~0.6 s and ~300 modules that a Noise + Yamux + TCP host
+never runs. `install()` puts a finder first on `sys.meta_path` that answers
+three kinds of module:
 
-  libp2p.discovery.mdns   mDNS discovery (only with `enable_mDNS=True`)
-  libp2p.security.tls     the `/tls/1.0.0` transport and AutoTLS (ACME)
-  libp2p.relay            circuit relay v2 (basic_host uses one helper of it
-                          for AutoTLS only)
-  libp2p.kad_dht          the Kademlia DHT
+- **The `libp2p` package itself** is made without running its `__init__.py`
+  (its submodules are the library's own, from its own folder); the package's
+  names (`new_host`, ...) are there on first use: the file runs then, in the
+  package. What `__init__.py` does that matters is done here: import the
+  transports first (the order its own import cycle `abc -> custom_types ->
+  transport -> manager -> abc` needs) and `setup_logging()`.
+- **Stand-ins** (`UNUSED_PACKAGES`): subsystems gbr-node never runs. Any name
+  taken from one is a class that raises `UnusedSubsystem` when called, so
+  code that only imports them works, and code that would use one fails
+  loudly instead of misbehaving:
 
-`install()` puts a finder first on `sys.meta_path` that answers every module
-under those packages with a stand-in: any name taken from it is a class that
-raises `UnusedSubsystem` when called, so code that only imports them (as
-`libp2p/__init__.py` and `libp2p.host.basic_host` do) works, and code that
-would really use one fails loudly instead of misbehaving. httpx's own
-command-line client (`httpx._main`: click, rich.console, pygments, ~5 MB) is
-kept out the way httpx allows: it falls back to a stub `main` on ImportError.
+    libp2p.discovery.mdns     mDNS discovery (loaded by `allow` when a profile asks)
+    libp2p.security.tls       the `/tls/1.0.0` transport and AutoTLS (ACME)
+    libp2p.relay              circuit relay v2 (loaded by `allow` when a profile asks)
+    libp2p.kad_dht            the Kademlia DHT
+    libp2p.transport.quic     QUIC (aioquic, service_identity, x509)
+    libp2p.transport.websocket  WebSocket (trio-websocket, wsproto)
+    libp2p.discovery.bootstrap  bootstrap discovery (makes a DNS resolver on import)
+    libp2p.security.pnet      private networks (pre-shared key, pycryptodome)
+    prometheus_client         metrics (py-libp2p's are off unless asked for)
+
+- **Deferred modules** (`DEFERRED`): parts used only in some cases, loaded
+  for real on first use. A class taken from one is a stand-in whose
+  attributes (`RSAPublicKey.from_bytes`) and calls load the real module and
+  forward to it; an object of a class in `LAZY_OBJECTS` (the `DNSResolver`
+  every swarm makes) is made for real on its first use:
+
+    multiaddr.resolvers       DNS (dnspython: only to dial a /dns4/ address)
+    libp2p.crypto.rsa         RSA keys (pycryptodome: only a peer with an RSA key)
+    libp2p.crypto.secp256k1   secp256k1 keys (coincurve: likewise)
+    libp2p.rcmgr.manager      the resource manager (psutil; gbr-node sets none: ADR 0007)
+
+httpx's own command-line client (`httpx._main`: click, rich.console,
+pygments, ~5 MB) is kept out the way httpx allows: it falls back to a stub
+`main` on ImportError.
 
 `install()` must run before the first `import libp2p` / `import httpx`; the
 `gbr-node` entry point calls it first thing, so every node process (`run`,
 `serve`, `call`, ...) has it. In-process tests do not: they also build
 py-libp2p's default host, TLS and all, as a foreign peer. A note for upstream:
-lazy imports of optional subsystems in `libp2p/__init__.py` and
-`basic_host.py` would make this unnecessary.
+lazy imports of optional subsystems in `libp2p/__init__.py`, `custom_types.py`
+and `basic_host.py` would make this unnecessary. tests/p2p/test_lean.py holds
+the behaviour; ADR 0007 the decision.
 """
 
 from __future__ import annotations
 
-import importlib.abc
+import importlib
 import importlib.machinery
 import sys
 import types
+from typing import Any
 
 UNUSED_PACKAGES = (
     "libp2p.discovery.mdns",
     "libp2p.security.tls",
     "libp2p.relay",
     "libp2p.kad_dht",
+    "libp2p.transport.quic",
+    "libp2p.transport.websocket",
+    "libp2p.discovery.bootstrap",
+    "libp2p.security.pnet",
+    "prometheus_client",
 )
+DEFERRED = (
+    "multiaddr.resolvers",
+    "libp2p.crypto.rsa",
+    "libp2p.crypto.secp256k1",
+    "libp2p.rcmgr.manager",
+)
+LAZY_OBJECTS = {"multiaddr.resolvers.DNSResolver"}
+"""Deferred classes whose objects are made when first used, not when constructed."""
 
 
 class UnusedSubsystem(RuntimeError):
@@ -52,7 +92,8 @@ class _StandIn:
         cls = type(self)
         raise UnusedSubsystem(
             f"{cls.__module__}.{cls.__qualname__} is not loaded: gbr-node leaves py-libp2p's "
-            "mDNS, TLS/AutoTLS, circuit relay and DHT out (see gbr_node/lean.py)"
+            "mDNS, TLS/AutoTLS, QUIC, WebSocket, circuit relay, DHT, private networks and "
+            "metrics out (see gbr_node/lean.py)"
         )
 
 
@@ -67,46 +108,149 @@ class _StandInModule(types.ModuleType):
         return stand_in
 
 
-class _UnusedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Deferred(type):
+    """A class of a deferred module; the real module is imported on first real use."""
+
+    def real(cls) -> Any:
+        """The real object of this name (its module is imported now if it was not)."""
+        return getattr(_load(cls.__module__), cls.__qualname__)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if f"{cls.__module__}.{cls.__qualname__}" in LAZY_OBJECTS:
+            return _LazyObject(cls, args, kwargs)
+        return cls.real()(*args, **kwargs)
+
+    def __getattr__(cls, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return lambda *args, **kwargs: getattr(cls.real(), attr)(*args, **kwargs)
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        # No object of the real class exists before its module is loaded.
+        real = getattr(sys.modules.get(cls.__module__), cls.__qualname__, None)
+        return isinstance(real, type) and not isinstance(real, _Deferred) and isinstance(obj, real)
+
+
+class _LazyObject:
+    """`cls(*args, **kwargs)` of a deferred class, made on its first attribute use."""
+
+    def __init__(self, cls: _Deferred, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._lazy = (cls, args, kwargs)
+        self._made: Any = None
+
+    def __getattr__(self, attr: str) -> Any:  # only names the proxy itself lacks
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if self._made is None:
+            cls, args, kwargs = self._lazy
+            self._made = cls.real()(*args, **kwargs)
+        return getattr(self._made, attr)
+
+
+class _DeferredModule(types.ModuleType):
+    """A deferred module: each public attribute is a `_Deferred` class, made on first use."""
+
+    def __getattr__(self, name: str) -> type:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        stand_in = _Deferred(name, (), {"__module__": self.__name__, "__qualname__": name})
+        setattr(self, name, stand_in)
+        return stand_in
+
+
+class _BarePackage(types.ModuleType):
+    """py-libp2p's top package, its `__init__.py` run only when one of its names is used."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name not in ("__all__", "__version__"):
+            raise AttributeError(name)
+        if not self.__dict__.get("_gbr_completed"):
+            self._gbr_completed = True
+            _complete(self)
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module 'libp2p' has no attribute {name!r}") from None
+
+
+def _complete(package: types.ModuleType) -> None:
+    """Run libp2p/__init__.py in `package`, keeping how its logger was set up since
+    (the file calls `setup_logging()`, which drops the handlers `p2p/logs.py` added)."""
+    import logging
+
+    logger = logging.getLogger("libp2p")
+    kept = logger.handlers[:], logger.level, logger.propagate
+    code = importlib.machinery.SourceFileLoader("libp2p", package.__file__ or "").get_code("libp2p")
+    if code is None:  # a source file always has code; typeshed allows None
+        raise ImportError("libp2p/__init__.py has no code")
+    exec(code, package.__dict__)  # noqa: S102 (the library's own file)
+    logger.handlers[:], logger.level, logger.propagate = kept
+
+
+class _Finder:
+    """The `sys.meta_path` finder and loader of the three kinds (module docstring)."""
+
     def find_spec(
         self, name: str, path: object = None, target: object = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if any(_under(name, p) for p in UNUSED_PACKAGES if p not in _allowed):
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        if name == "libp2p":
+            real = importlib.machinery.PathFinder.find_spec(name)
+            if real is None or real.origin is None:
+                return None
+            spec = importlib.machinery.ModuleSpec(name, self, origin=real.origin, is_package=True)  # type: ignore[arg-type]  # a loader by protocol: importlib.abc alone costs ~10 ms of imports
+            spec.submodule_search_locations = real.submodule_search_locations
+            spec.has_location = True
+            return spec
+        if any(_under(name, p) for p in UNUSED_PACKAGES + DEFERRED if p not in _allowed):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)  # type: ignore[arg-type]  # as above
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        if spec.name == "libp2p":
+            return _BarePackage(spec.name)
+        if any(_under(spec.name, p) for p in DEFERRED):
+            return _DeferredModule(spec.name)
         return _StandInModule(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
-        module.__path__ = []
+        if isinstance(module, _BarePackage):
+            importlib.import_module("libp2p.transport")
+            from libp2p.utils.logging import setup_logging
+
+            setup_logging()
 
 
 def install() -> None:
-    """Install the stand-ins (idempotent). Has no effect on modules already imported."""
+    """Install the finder (idempotent). Has no effect on modules already imported."""
     # None in sys.modules makes that import fail (importlib docs)
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # typeshed: modules only
-    if not any(isinstance(finder, _UnusedFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _UnusedFinder())
+    if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
 
 
 def allow(package: str) -> None:
-    """Load the real `package` (one of `UNUSED_PACKAGES`) from now on: a profile asked
-    for it (issue 23: `libp2p.relay` for relays and hole punching,
+    """Load the real `package` (one of `UNUSED_PACKAGES` or `DEFERRED`) from now on: a
+    profile asked for it (issue 23: `libp2p.relay` for relays and hole punching,
     `libp2p.discovery.mdns` for LAN discovery). Its stand-in modules are dropped
     from `sys.modules`, so the next import of any of them loads the library's
     own; names already taken from a stand-in (by `libp2p/__init__.py`) stay
     stand-ins. Idempotent; a no-op without `install()`.
 
     Raises:
-        ValueError: `package` is not in `UNUSED_PACKAGES`.
+        ValueError: `package` is not in `UNUSED_PACKAGES` or `DEFERRED`.
     """
-    if package not in UNUSED_PACKAGES:
-        raise ValueError(f"lean.allow: {package!r} is not one of {UNUSED_PACKAGES}")
+    if package not in UNUSED_PACKAGES + DEFERRED:
+        raise ValueError(f"lean.allow: {package!r} is not one of {UNUSED_PACKAGES + DEFERRED}")
     _allowed.add(package)
     for name, module in list(sys.modules.items()):
-        if isinstance(module, _StandInModule) and _under(name, package):
+        if isinstance(module, _StandInModule | _DeferredModule) and _under(name, package):
             del sys.modules[name]
+
+
+def _load(module: str) -> types.ModuleType:
+    """The real `module` of a deferred package, imported now if it was not."""
+    allow(next(p for p in DEFERRED if _under(module, p)))
+    return importlib.import_module(module)
 
 
 _allowed: set[str] = set()

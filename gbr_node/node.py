@@ -6,7 +6,7 @@
   its tools to trusted peers and logging one line per call.
 - `mcp_stdio` (`gbr-node mcp`): the same node's tools and its trusted peers'
   for an MCP client on stdin/stdout (GBR-MCP-01); dials out, listens nowhere.
-- `call_once` (`gbr-node call`) and `identity` (`gbr-node id`).
+- `send_once` (`gbr-node send`). `call` and `id` are in `oneshot.py`.
 """
 
 from __future__ import annotations
@@ -15,14 +15,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import trio
-from libp2p.crypto.keys import KeyPair
 
 from gbr_node import __version__
 from gbr_node.agent.context import Window
@@ -31,11 +29,11 @@ from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.chat.server import ChatServer
-from gbr_node.config.loader import LoadedProfile, load_profile, profile_path, state_folder
-from gbr_node.config.profile import ModelConfig, NodeConfig, TrustedPeer
+from gbr_node.config.loader import LoadedProfile, load_profile, state_folder
+from gbr_node.config.profile import ModelConfig, NodeConfig
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.control import EMBEDDED_FAILED, EMBEDDED_OFF, Node, missing_model_help
-from gbr_node.errors import GbrError, ModelError, PeerUnreachable
+from gbr_node.errors import GbrError, ModelError
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ModelClient
 from gbr_node.llm.local import describe as describe_local
@@ -46,41 +44,25 @@ from gbr_node.llm.local import (
     read_meminfo,
 )
 from gbr_node.llm.settings import ClientSettings
+from gbr_node.oneshot import EXIT_FAILED, EXIT_OK, EXIT_USAGE, NodeSettings, load_identity
 from gbr_node.p2p.chat import serve_chat
-from gbr_node.p2p.host import P2PHost, open_host, parse_target
-from gbr_node.p2p.identity import default_identity_path, load_or_create_identity, peer_id_of
+from gbr_node.p2p.host import P2PHost, open_host
 from gbr_node.p2p.relaybook import HopLimits
 from gbr_node.p2p.remote import PeerDirectory
-from gbr_node.p2p.service import call_tool, describe_call, list_tools, serve_mcp
+from gbr_node.p2p.service import describe_call, serve_mcp
 from gbr_node.repl.app import Repl, open_screen
 from gbr_node.repl.render import DIM, RED, RESET, YELLOW
 from gbr_node.repl.screen import Screen
 from gbr_node.repl.view import View
-from gbr_node.rpc.codes import UnauthorizedPeer
-from gbr_node.rpc.server import CallRecord, Limits
+from gbr_node.rpc.server import CallRecord
 from gbr_node.rpc.toolhost import ProfileToolHost
-from gbr_node.textcells import one_line
 
 log = logging.getLogger("gbr_node")
 OLLAMA_PROBE_TIMEOUT_S = 0.5
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 LISTEN_HINT = (
     "another node may be using that port: choose one with --listen /ip4/127.0.0.1/tcp/PORT "
     "(port 0 picks a free one) or [node] listen in the profile"
 )
-
-
-@dataclass(frozen=True)
-class NodeSettings:
-    """What the command line asked for. `listen` None means the profile's `[node] listen`."""
-
-    project_dir: Path
-    env: str
-    identity: Path | None = None
-    listen: tuple[str, ...] | None = None
-    resume: bool = False
-    base_url: str | None = None
-    model: str | None = None
 
 
 def setup_logging(project_dir: Path) -> logging.Handler:
@@ -108,7 +90,7 @@ async def _host(
     """Run the libp2p host serving `/gbr/mcp/1.0.0`; wire the peer directory into the node.
 
     A listen address that cannot be used raises GbrError with a hint of `--listen`."""
-    keypair = _load_identity(settings)
+    keypair = load_identity(settings)
     if listen is None:
         listen = settings.listen if settings.listen is not None else node.loaded.profile.node.listen
     entered = False
@@ -348,117 +330,6 @@ async def _stop_on_sigterm(scope: trio.CancelScope) -> None:
             return
 
 
-async def call_once(
-    settings: NodeSettings, target: str, tool: str | None, arguments: dict[str, Any]
-) -> int:
-    """`gbr-node call TARGET TOOL ARGS` (or `--list` when `tool` is None); prints the result.
-
-    `target` is a `/p2p/` multiaddr, a peer ID, or an alias of the active
-    profile's `[peers]` (if the project has profiles). Exit status: 0 ok,
-    1 tool error or refused call, 2 a target that is none of those, 3
-    unreachable or unauthorized.
-    """
-    peer_addrs: tuple[str, ...] = ()
-    peers: Mapping[str, TrustedPeer] = {}
-    mdns = browse = False
-    if profile_path(settings.project_dir, settings.env).exists():
-        profile = load_profile(settings.project_dir, settings.env).profile
-        peers, mdns = profile.peers, profile.node.mdns
-    if target in peers:
-        target, peer_addrs = peers[target].peer_id, peers[target].addrs
-        browse = mdns and not peer_addrs  # where mDNS finds it (issue 23)
-    else:
-        try:
-            parse_target(target)
-        except GbrError as exc:
-            print(f"gbr-node: {_bad_target(target, exc, peers, settings.env)}", file=sys.stderr)
-            return EXIT_USAGE
-    keypair = _load_identity(settings)
-    async with open_host(keypair, [], is_trusted=lambda _: False) as host:
-        if browse:
-            await _find_on_lan(host, target)
-        # Errors are handled inside the host's context: leaving it wraps them
-        # in the library's exception groups.
-        return await _call_and_print(host, target, tool, arguments, peer_addrs)
-
-
-MDNS_CALL_WAIT_S = 5.0
-"""How long `gbr-node call` browses the LAN for a peer with no address, seconds."""
-
-
-async def _find_on_lan(host: P2PHost, peer_id: str) -> None:
-    """Browse the LAN with mDNS (announcing nothing) until `peer_id` is seen or
-    `MDNS_CALL_WAIT_S` is up; the dial that follows says when it was not found."""
-    lan = await host.find_on_lan()
-    with trio.move_on_after(MDNS_CALL_WAIT_S):
-        while not lan.addrs(peer_id):
-            await trio.sleep(0.1)
-
-
-def _bad_target(target: str, exc: GbrError, peers: Mapping[str, TrustedPeer], env: str) -> str:
-    """Why `target` is no call target, in the words of the command line: a word that
-    looks like neither a peer ID nor a multiaddr is taken for a mistyped alias."""
-    known = ", ".join(peers) or f"none: profile {env} has no [peers]"
-    kinds = "TARGET is a [peers] alias, a peer ID (12D3KooW...) or a multiaddr ending in /p2p/ID"
-    if target.startswith(("/", "12D3KooW", "Qm")):  # a multiaddr, a peer ID mistyped
-        return f"{exc}\n  {kinds}"
-    return f"{target!r} is not an alias of profile {env} (aliases: {known})\n  {kinds}"
-
-
-async def _call_and_print(
-    host: P2PHost,
-    target: str,
-    tool: str | None,
-    arguments: dict[str, Any],
-    peer_addrs: Sequence[str] = (),
-) -> int:
-    limits = Limits()
-    try:
-        if peer_addrs:
-            host.add_addrs(target, peer_addrs)
-        if tool is None:
-            tools = await list_tools(host, target, limits=limits)
-            width = max((len(one_line(t.name, 64)) for t in tools), default=0)
-            for info in tools:  # a peer's names and words are data (GBR-PRIV-01)
-                summary = one_line(info.description.split("\n", 1)[0], 200)
-                print(f"{one_line(info.name, 64):<{width}}  {summary}".rstrip())
-            return EXIT_OK
-        result = await call_tool(host, target, tool, arguments, limits=limits)
-    except (PeerUnreachable, UnauthorizedPeer) as exc:
-        print(f"gbr-node: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    except GbrError as exc:
-        print(f"gbr-node: refused: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    for item in result["content"]:
-        print(item.get("text", ""))
-    return EXIT_FAILED if result.get("isError") else EXIT_OK
-
-
-def identity(settings: NodeSettings) -> int:
-    """`gbr-node id`: print the peer ID and the multiaddrs peers would dial: the profile's
-    `[node] announce` when it has any, else its listen addresses or `--listen`, then
-    one `/p2p-circuit` address per relay in `[node] relays` (issue 23). A profile that
-    does not load is reported (exit 1) after the peer ID."""
-    peer_id = peer_id_of(_load_identity(settings))
-    print(peer_id)
-    listen: Sequence[str] = settings.listen or ()
-    announce: Sequence[str] = ()
-    relays: Sequence[str] = ()
-    if profile_path(settings.project_dir, settings.env).exists():
-        try:
-            node = load_profile(settings.project_dir, settings.env).profile.node
-        except GbrError as exc:  # the addresses it would give are unknown: say why
-            print(f"gbr-node: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-        listen, announce, relays = settings.listen or node.listen, node.announce, node.relays
-    for addr in announce or listen:
-        print(f"  {addr}/p2p/{peer_id}")
-    for relay in relays:
-        print(f"  {relay}/p2p-circuit/p2p/{peer_id}")
-    return EXIT_OK
-
-
 async def _probe_ollama(choice: ModelChoice) -> ModelChoice:
     settings = ClientSettings(
         base_url="http://127.0.0.1:11434/v1",
@@ -649,17 +520,6 @@ async def _dial_known(node: Node) -> None:
         for alias, peer in node.loaded.profile.peers.items():
             if peer.addrs:
                 nursery.start_soon(dial, alias)
-
-
-def _load_identity(settings: NodeSettings) -> KeyPair:
-    """This node's key pair (`--identity` or the default file); says so on stderr when
-    it was just created, since a mistyped `--identity PATH` means another peer ID."""
-    path = settings.identity or default_identity_path()
-    existed = path.exists()
-    keypair = load_or_create_identity(path)
-    if not existed:
-        print(f"gbr-node: new identity {path} (peer ID {peer_id_of(keypair)})", file=sys.stderr)
-    return keypair
 
 
 def _wants_color() -> bool:

@@ -3,7 +3,9 @@
 `AgentRuntime.run` owns a nursery in which every inference (each in its own
 cancel scope, so `/s` and Ctrl-C cut it at once) and every tool call runs.
 The loop itself only receives a message, asks `AgentMachine.handle` what to
-do, and starts or cancels tasks: it never awaits the network (ADR-0012b).
+do, and starts or cancels tasks: it never awaits the network (ADR-0012b). The
+one thing it waits for is a cancelled inference's end (a closed stream, at
+most `CUT_WAIT_S`), so the stream `/s` cuts closes before anything else runs.
 
 Write checks (UNW-AI-01 / STD-DEV-01): a `TakeBaseline` runs the checks in a
 worker thread and keeps the runs as the turn's baseline; the answer's tool
@@ -39,6 +41,9 @@ from gbr_node.checks.plan import CheckRun, CheckTarget
 from gbr_node.checks.verdict import judge
 from gbr_node.tools.base import SEEN, TURN
 from gbr_node.tools.process import Stop
+
+CUT_WAIT_S = 1.0
+"""How long a new inference waits for a cancelled one to end (its stream closed), seconds."""
 
 
 class Checks(Protocol):
@@ -85,6 +90,8 @@ class AgentRuntime:
         self._render = render
         self.inbox, self._receive = trio.open_memory_channel(math.inf)
         self._scopes: dict[int, trio.CancelScope] = {}
+        self._ended: dict[int, trio.Event] = {}
+        """Prompt id -> set once its inference task has ended (its stream closed)."""
         self._idle = trio.Event()
         self._idle.set()
         self._checks = checks
@@ -110,6 +117,8 @@ class AgentRuntime:
             async for msg in self._receive:
                 for action in self.machine.handle(msg):
                     self._carry_out(action, nursery)
+                    if isinstance(action, CancelInference):
+                        await self._wait_ended(action.prompt_id)
                 if self.machine.prompt_id is None:
                     self._idle.set()
                 elif self._idle.is_set():
@@ -124,6 +133,7 @@ class AgentRuntime:
             self._render(Show("waiting"))
             scope = trio.CancelScope()
             self._scopes[action.prompt.prompt_id] = scope
+            self._ended[action.prompt.prompt_id] = trio.Event()
             nursery.start_soon(self._infer, scope, action.prompt)
         elif isinstance(action, CancelInference):
             running = self._scopes.get(action.prompt_id)
@@ -156,9 +166,21 @@ class AgentRuntime:
         return f"{self._started}.{turn}"
 
     async def _infer(self, scope: trio.CancelScope, prompt: DirectPrompt) -> None:
-        with scope:
-            await run_inference(self._model, prompt, self.inbox)
-        self._scopes.pop(prompt.prompt_id, None)
+        try:
+            with scope:
+                await run_inference(self._model, prompt, self.inbox)
+        finally:
+            self._scopes.pop(prompt.prompt_id, None)
+            self._ended.pop(prompt.prompt_id).set()
+
+    async def _wait_ended(self, prompt_id: int) -> None:
+        """Let the cancelled inference `prompt_id` end (its stream closed) before the
+        next action: what `/s` cuts is closed before the answer's end is drawn and the
+        next request is built (issue 35); at most CUT_WAIT_S seconds."""
+        ended = self._ended.get(prompt_id)
+        if ended is not None:
+            with trio.move_on_after(CUT_WAIT_S):
+                await ended.wait()
 
     async def _run_tool(self, action: RunTool) -> None:
         ready = self._baseline_ready.get(action.prompt_id)

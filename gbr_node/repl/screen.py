@@ -312,10 +312,12 @@ class _Input:
         def _send(event: KeyPressEvent) -> None:
             text = self.buffer.text
             if text.strip():
+                self._on_key("line", text)
+                # Let the trio thread take the line now (`/s` cuts the stream there),
+                # before this thread keeps the GIL to redraw (issue 35).
+                os.sched_yield()
                 self.buffer.append_to_history()
             self.buffer.reset()
-            if text.strip():
-                self._on_key("line", text)
 
         @kb.add("escape", "enter")
         def _newline(event: KeyPressEvent) -> None:

@@ -16,8 +16,7 @@ from typing import Any, Protocol
 
 from gbr_node.config.profile import TrustedPeer
 from gbr_node.errors import UnknownTool
-from gbr_node.tools.base import ToolResult
-from gbr_node.tools.registry import CALLER
+from gbr_node.tools.base import CALLER, ToolResult
 
 
 class ToolRegistry(Protocol):

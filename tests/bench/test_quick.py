@@ -37,6 +37,7 @@ TABLES = {
     "relay": "call relayed",
     "rpc": "tools/call read_file 1 KiB, new stream",
     "sandbox": "resolve  (plain)",
+    "startup": "gbr-node call bob read_file (1 KiB)",
     "terminal": "streaming, typing",
 }
 NEEDS_LOCAL_MODEL = {"local_model", "local_tasks"}

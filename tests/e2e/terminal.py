@@ -64,13 +64,16 @@ class Terminal:
             time.sleep(wait_s)
             return
         try:
-            data = self.child.read_nonblocking(65536, timeout=wait_s)
-            self.raw.append(data)
-            self._stream.feed(data)
+            self.feed(self.child.read_nonblocking(65536, timeout=wait_s))
         except pexpect.TIMEOUT:
             pass
         except pexpect.EOF:
             self.eof = True
+
+    def feed(self, data: str) -> None:
+        """Render `data`, output read from the child elsewhere (in arrival order)."""
+        self.raw.append(data)
+        self._stream.feed(data)
 
     def expect(self, pattern: str, timeout_s: float | None = None) -> re.Match:
         """Wait until `pattern` (a regex) appears anywhere in the transcript.

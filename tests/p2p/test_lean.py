@@ -75,3 +75,63 @@ def test_relays_and_mdns_load_only_when_a_profile_asks_for_them():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["False False", "True True", "dht still left out"]
+
+
+def test_libp2p_init_is_not_run_and_its_names_come_on_first_use():
+    """Issue 35: `import libp2p` in a node process runs none of `libp2p/__init__.py`
+    (QUIC, TLS, RSA, secio, mplex, ...); `from libp2p import new_host` still works, and
+    runs the file then without undoing how the libp2p logger was routed since."""
+    done = _in_fresh_interpreter(
+        """
+        import logging, sys
+        from gbr_node import lean
+        lean.install()
+        import gbr_node.p2p.host
+        print("new_host" in vars(sys.modules["libp2p"]), "aioquic" in sys.modules)
+        marker = logging.NullHandler()
+        logging.getLogger("libp2p").addHandler(marker)
+        from libp2p import new_host
+        print(callable(new_host), marker in logging.getLogger("libp2p").handlers)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["False False", "True True"]
+
+
+def test_quic_and_websocket_fail_loudly():
+    done = _in_fresh_interpreter(
+        """
+        from gbr_node import lean
+        lean.install()
+        from libp2p.transport.quic.transport import QUICTransport
+        QUICTransport(None, None)
+        """
+    )
+    assert done.returncode != 0
+    assert "UnusedSubsystem: libp2p.transport.quic.transport.QUICTransport" in done.stderr
+
+
+def test_deferred_modules_load_on_first_use():
+    """An RSA key (pycryptodome) or a DNS name (dnspython) loads its module when one
+    comes; a swarm's resolver made meanwhile is made for real when first used."""
+    done = _in_fresh_interpreter(
+        """
+        import sys
+        from gbr_node import lean
+        lean.install()
+        import gbr_node.p2p.host
+        from libp2p.crypto.serialization import deserialize_public_key
+        from multiaddr.resolvers import DNSResolver
+        resolver = DNSResolver()
+        print("Crypto" in sys.modules, "dns" in sys.modules)
+        from Crypto.PublicKey import RSA
+        from libp2p.crypto.pb.crypto_pb2 import PublicKey
+        from libp2p.crypto.rsa import RSAPublicKey  # still the stand-in here
+        der = RSA.generate(1024).publickey().export_key("DER")
+        key = deserialize_public_key(PublicKey(key_type=0, data=der).SerializeToString())
+        print(type(key).__name__, isinstance(key, RSAPublicKey))
+        print(type(resolver.resolve).__name__, "dns" in sys.modules)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["False False", "RSAPublicKey True", "method True"]
