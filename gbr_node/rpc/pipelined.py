@@ -14,8 +14,8 @@ does per stream it does per request (GBR-DOS-01, GBR-FAIL-01):
 - a frame's length prefix is checked against `max_message_bytes` before its
   body is awaited; a frame must arrive whole within `read_timeout_s` of its
   first byte; each method runs under `call_timeout_s`; each answer is written
-  whole (one lock, shielded from cancellation) within `read_timeout_s`, or the
-  stream is reset.
+  whole (shielded from cancellation; with the answers ready at the same time,
+  rpc/writer.py) within `read_timeout_s`, or the stream is reset.
 
 An answer with id null ends the stream: nothing more is read, the requests
 already in flight are answered, then the stream is closed. So does the
@@ -49,7 +49,8 @@ from gbr_node.rpc.messages import (
     error_response,
 )
 from gbr_node.rpc.server import Outcome, StreamServer, encode_response
-from gbr_node.rpc.stream import RECEIVE_CHUNK, ByteStream, write_frame
+from gbr_node.rpc.stream import RECEIVE_CHUNK, ByteStream
+from gbr_node.rpc.writer import FrameWriter
 
 __all__ = ["CANCELLED", "serve_pipelined"]
 
@@ -103,7 +104,7 @@ class _Pipeline(Generic[GrantT]):
         self._frame_started = 0.0
         self._active_at = trio.current_time()  # last byte received or request finished
         self._in_flight: dict[RequestId, trio.CancelScope] = {}
-        self._write_lock = trio.Lock()
+        self._writer = FrameWriter(stream, server.limits.max_message_bytes)
         self._cut = False  # reset, never close: a write failed, or the stream broke
         self._calls: trio.Nursery | None = None
 
@@ -271,20 +272,28 @@ class _Pipeline(Generic[GrantT]):
         self, request: Request, grant: Any, scope: trio.CancelScope, started: float
     ) -> None:
         outcome = Outcome(method=request.method)
+        finished = False
+
+        def finish() -> None:  # once its answer is queued: its id and slot are free
+            nonlocal finished
+            if not finished:
+                finished = True
+                del self._in_flight[request.id]
+                self._server.slots.give_back(self._peer_id)
+                self._active_at = trio.current_time()
+
         try:
             with scope:
                 response = await self._server.answer(request, self._peer_id, grant, outcome)
             if scope.cancelled_caught:
                 outcome.note = "caller cancelled"
             else:
-                await self._write(response, outcome)
+                await self._write(response, outcome, finish)
         except trio.Cancelled:
             outcome.note = "caller left"  # the stream broke: no one to answer
             raise
         finally:
-            del self._in_flight[request.id]
-            self._active_at = trio.current_time()
-            self._server.slots.give_back(self._peer_id)
+            finish()
             self._server.record(self._peer_id, outcome, trio.current_time() - started)
 
     async def _notify(self, message: Notification, grant: Any, started: float) -> None:
@@ -303,28 +312,23 @@ class _Pipeline(Generic[GrantT]):
         await self._write(error_response(None, code, message, data), outcome)
         self._server.record(self._peer_id, outcome, trio.current_time() - started)
 
-    async def _write(self, response: Response | ErrorResponse, outcome: Outcome) -> None:
-        """Write one answer whole, after any answer being written; give the stream up
-        (reset it, cancel every request on it) when that takes over `read_timeout_s`."""
+    async def _write(
+        self,
+        response: Response | ErrorResponse,
+        outcome: Outcome,
+        on_queued: Callable[[], None] | None = None,
+    ) -> None:
+        """Write one answer whole (with any written at the same time, rpc/writer.py); give
+        the stream up (reset it, cancel every request on it) when that fails or takes
+        over `read_timeout_s`."""
         limits = self._server.limits
         body, outcome.error_code = encode_response(response, limits.max_message_bytes)
         outcome.answered = True
-        async with self._write_lock:
-            if self._cut:
-                return
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(limits.read_timeout_s) as timer:
-                    try:
-                        await write_frame(self._stream, body)
-                    except GbrError as exc:
-                        log.info("1.1.0 answer to %s not written: %s", self._peer_id, exc)
-                        self._cut = True
-                if timer.cancelled_caught:
-                    log.info(
-                        "1.1.0 answer to %s not written within %s s; stream dropped",
-                        self._peer_id,
-                        limits.read_timeout_s,
-                    )
-                    self._cut = True
-        if self._cut and self._calls is not None:
-            self._calls.cancel_scope.cancel()
+        try:
+            await self._writer.write(body, limits.read_timeout_s, on_queued)
+        except GbrError as exc:
+            if not self._cut:
+                log.info("1.1.0 answers to %s not written, stream dropped: %s", self._peer_id, exc)
+            self._cut = True
+            if self._calls is not None:
+                self._calls.cancel_scope.cancel()

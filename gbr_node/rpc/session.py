@@ -54,7 +54,8 @@ from gbr_node.rpc.messages import (
     decode_message,
     encode_message,
 )
-from gbr_node.rpc.stream import RECEIVE_CHUNK, ByteStream, write_frame
+from gbr_node.rpc.stream import RECEIVE_CHUNK, ByteStream
+from gbr_node.rpc.writer import FrameWriter
 
 __all__ = ["CANCEL_SEND_S", "CallSession"]
 
@@ -89,7 +90,7 @@ class CallSession:
         self._decoder = FrameDecoder(max_message_bytes)
         self._next_id = 1
         self._waiting: dict[int, _Waiter] = {}
-        self._write_lock = trio.Lock()
+        self._writer = FrameWriter(stream, max_message_bytes)
         self._reading = False
         self._refusal: RpcError | None = None  # the peer's answer with id null
         self._ended: GbrError | None = None
@@ -158,22 +159,15 @@ class CallSession:
     # -- writing ------------------------------------------------------------------------
 
     async def _send(self, body: bytes, timeout_s: float) -> None:
-        """Write one frame whole after any frame being written. The write itself is
-        shielded (a frame cut half-way would break every call on the stream); one that
-        does not finish within `timeout_s` ends the session."""
-        async with self._write_lock:
-            if self._ended is not None:
-                raise self._ended
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(timeout_s) as timer:
-                    try:
-                        await write_frame(self._stream, body)
-                    except StreamBroken as exc:
-                        self._end(exc)
-                        raise
-                if timer.cancelled_caught:
-                    self._end(CallTimeout(f"a request could not be written in {timeout_s} s"))
-                    raise self._ended  # type: ignore[misc]  # just set
+        """Write one frame whole, with any frames written at the same time (rpc/writer.py);
+        a write that fails or takes over `timeout_s` ends the session."""
+        if self._ended is not None:
+            raise self._ended
+        try:
+            await self._writer.write(body, timeout_s)
+        except GbrError as exc:
+            self._end(exc)
+            raise
 
     async def _withdraw(self, request_id: int) -> None:
         """Tell the peer a call was given up (MCP `notifications/cancelled`); never raises."""

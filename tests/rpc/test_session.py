@@ -272,3 +272,24 @@ async def test_late_and_repeated_answers_of_calls_given_up_are_dropped() -> None
             assert (await read_requests(peer, 1))[0]["id"] == 2
             await peer.send_all(answer(1, "late") + answer(2, "second") + answer(2, "again"))
     assert session.usable
+
+
+async def test_callers_at_exactly_the_peer_limit_never_get_busy() -> None:
+    """A slot (and a request id) is free as soon as its answer is written, before the
+    next request can be read: a caller that sends again on each answer stays within it."""
+
+    async def tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        await trio.sleep(0)
+        return {"content": [{"type": "text", "text": "ok"}], "isError": False}
+
+    async def test(session: CallSession, served: CountingStream) -> None:
+        async def worker() -> None:
+            for _ in range(100):
+                await session.call("tools/call", echo("x"), timeout_s=5)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(worker)
+
+    records = await with_server(ScriptedHost(tool), test, max_concurrent_calls_per_peer=4)
+    assert [r.outcome for r in records] == ["ok"] * 400
