@@ -274,22 +274,39 @@ async def test_late_and_repeated_answers_of_calls_given_up_are_dropped() -> None
     assert session.usable
 
 
+class ReturnsLate(CountingStream):
+    """A served end whose `send_all` returns only once every other task is blocked: the
+    caller has read the answer and sent its next request by then, as a caller in another
+    process may before the serving node's send returns."""
+
+    async def send_all(self, data: bytes) -> None:
+        await super().send_all(data)
+        await trio.testing.wait_all_tasks_blocked()
+
+
 async def test_callers_at_exactly_the_peer_limit_never_get_busy() -> None:
-    """A slot (and a request id) is free as soon as its answer is written, before the
-    next request can be read: a caller that sends again on each answer stays within it."""
+    """A slot (and a request id) is free as soon as its answer is queued, before it is
+    sent: a caller that sends again on each answer stays within the limit."""
 
     async def tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        await trio.sleep(0)
         return {"content": [{"type": "text", "text": "ok"}], "isError": False}
 
-    async def test(session: CallSession, served: CountingStream) -> None:
-        async def worker() -> None:
-            for _ in range(100):
-                await session.call("tools/call", echo("x"), timeout_s=5)
+    records: list[CallRecord] = []
+    server = RpcServer(
+        ScriptedHost(tool), Limits(max_concurrent_calls_per_peer=2), on_call=records.append
+    )
+    client, inner = trio.testing.memory_stream_pair()
+    session = CallSession(client, max_message_bytes=MAX)
 
+    async def worker() -> None:
+        for _ in range(20):
+            await session.call("tools/call", echo("x"), timeout_s=5)
+
+    with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            for _ in range(4):
-                nursery.start_soon(worker)
-
-    records = await with_server(ScriptedHost(tool), test, max_concurrent_calls_per_peer=4)
-    assert [r.outcome for r in records] == ["ok"] * 400
+            nursery.start_soon(serve_pipelined, server, ReturnsLate(inner), PEER)
+            async with trio.open_nursery() as workers:
+                for _ in range(2):
+                    workers.start_soon(worker)
+            await session.aclose()
+    assert [r.outcome for r in records] == ["ok"] * 40
