@@ -10,7 +10,9 @@ does per stream it does per request (GBR-DOS-01, GBR-FAIL-01):
   longer) trusted gets -32001 with id null, and nothing more is read;
 - a request takes one of the peer's slots (the same `PeerSlots` its 1.0.0
   streams take) or is answered -32005 BUSY with its id at once; the slot is
-  held until its answer is written or it is cancelled;
+  held until its answer is queued for writing (before it is sent, so a caller
+  that sends again on each answer never finds its previous slot still held;
+  rpc/writer.py bounds what is queued) or it is cancelled;
 - a frame's length prefix is checked against `max_message_bytes` before its
   body is awaited; a frame must arrive whole within `read_timeout_s` of its
   first byte; each method runs under `call_timeout_s`; each answer is written
@@ -22,9 +24,10 @@ already in flight are answered, then the stream is closed. So does the
 caller's end of stream, and `read_timeout_s` without a byte while nothing is
 in flight. `notifications/cancelled` (MCP) cancels one request, which is then
 not answered; a reset or dropped stream cancels every request on it, and a
-stream some of whose requests were cancelled that way is reset, never closed
-cleanly (a clean end promises the caller that its unanswered requests never
-ran). Nothing but `trio.Cancelled` leaves `serve_pipelined`.
+stream some of whose requests were cut short that way (or by the node shutting
+down) is reset, never closed cleanly: a clean end promises the caller that its
+unanswered requests never ran. Nothing but `trio.Cancelled` leaves
+`serve_pipelined`.
 """
 
 from __future__ import annotations
@@ -75,14 +78,18 @@ async def serve_pipelined(
     nothing but `trio.Cancelled`; the stream is closed (or reset) on return.
     """
     pipeline = _Pipeline(server, stream, peer_id, before_each)
+    ended = False
     try:
         await pipeline.run()
+        ended = True
     except GbrError as exc:
         log.info("1.1.0 stream from %s ended early: %s", peer_id, exc)
     except Exception:
         log.exception("unexpected failure serving a 1.1.0 stream from %s", peer_id)
     finally:
-        await pipeline.close()
+        # anything but a normal end (the node shutting down included) may have cut
+        # requests short: a reset, never the clean end that says "nothing ran"
+        await pipeline.close(reset=not ended)
 
 
 class _Pipeline(Generic[GrantT]):
@@ -126,12 +133,13 @@ class _Pipeline(Generic[GrantT]):
         if calls.cancel_scope.cancelled_caught or calls.cancel_scope.cancel_called:
             self._cut = True
 
-    async def close(self) -> None:
-        """Close the stream; reset it when a request was cut short or a write failed."""
-        reset = getattr(self._stream, "reset", None)
+    async def close(self, *, reset: bool) -> None:
+        """Close the stream; reset it instead when asked, or when a request was cut
+        short or a write failed."""
+        resetter = getattr(self._stream, "reset", None)
         try:
-            if self._cut and reset is not None:
-                await reset()
+            if (reset or self._cut) and resetter is not None:
+                await resetter()
             else:
                 await self._stream.aclose()
         except Exception:

@@ -99,7 +99,12 @@ class CallSession:
 
     @property
     def usable(self) -> bool:
-        """False once the stream ended, broke or was refused: new calls must go elsewhere."""
+        """False once the stream ended, broke or was refused: new calls must go elsewhere.
+
+        A stream that says it is `broken` (rpc/stream.py: reset, or its connection
+        went down while no call read it) counts as ended."""
+        if self._ended is None and getattr(self._stream, "broken", False):
+            self._end(StreamBroken("the stream was reset or its connection went down"))
         return self._ended is None and self._refusal is None
 
     @property

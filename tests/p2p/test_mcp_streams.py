@@ -193,3 +193,19 @@ async def test_a_kept_stream_idle_too_long_is_replaced(monkeypatch: pytest.Monke
             await trio.sleep(0.3)
             await calls(streams, served.addrs[0], ["later"])
     assert serving.streams[MCP_PIPELINED] == 2
+
+
+async def test_a_kept_stream_whose_connection_dropped_while_idle_is_replaced() -> None:
+    """The peer restarted, the network changed: the next call does not fail on the dead
+    stream, it dials again and opens a new one."""
+    async with running_host() as caller, running_host() as served:
+        serving = Serving(served)
+        serving.trust(caller.peer_id)
+        streams = McpStreams(caller)
+        with trio.fail_after(30):
+            await calls(streams, served.addrs[0], ["before"])
+            await served.disconnect(caller.peer_id)
+            while caller.connected_peers():
+                await trio.sleep(0.01)
+            assert await calls(streams, served.addrs[0], ["after"]) == {"after": "after"}
+    assert serving.streams[MCP_PIPELINED] == 2

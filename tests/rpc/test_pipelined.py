@@ -235,3 +235,15 @@ async def test_other_notifications_reach_the_host_unanswered() -> None:
             await pipe.end()
             assert await pipe.rest() == []
     assert host.notifications == [("notifications/approval_resolved", {"n": 1})]
+
+
+async def test_a_node_shutting_down_mid_request_resets_the_stream() -> None:
+    """Never the clean end that tells the caller its unanswered requests did not run."""
+    server, host = served()
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            pipe = Pipe(nursery, server)
+            await pipe.send(call(1, "running", held=True))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    assert host.cancelled == ["running"] and pipe.served.was_reset
