@@ -143,10 +143,19 @@ def stream_pair() -> tuple[CallerEnd, CountingStream]:
 
 class Pipe:
     """One stream served by `serve_pipelined(server, ..., peer)` in `nursery`; the test is
-    the caller. `served` is the server's end (a `CountingStream`)."""
+    the caller. `served` is the server's end (a `CountingStream`). With `lockstep`, a
+    write waits until the other end reads it (no buffer in between)."""
 
-    def __init__(self, nursery: trio.Nursery, server: StreamServer[Any], peer: str = PEER) -> None:
-        self.client, inner = trio.testing.memory_stream_pair()
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        server: StreamServer[Any],
+        peer: str = PEER,
+        *,
+        lockstep: bool = False,
+    ) -> None:
+        pair = trio.testing.lockstep_stream_pair if lockstep else trio.testing.memory_stream_pair
+        self.client, inner = pair()
         self.served = CountingStream(inner)
         self.done = trio.Event()
         self._decoder = FrameDecoder(1 << 30)

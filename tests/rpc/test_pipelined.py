@@ -8,6 +8,7 @@ already in flight still answered, the stream closed, every slot given back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -247,3 +248,28 @@ async def test_a_node_shutting_down_mid_request_resets_the_stream() -> None:
             await trio.testing.wait_all_tasks_blocked()
             nursery.cancel_scope.cancel()
     assert host.cancelled == ["running"] and pipe.served.was_reset
+
+
+async def test_a_peer_that_never_reads_its_answers_is_cut_off_holding_little(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """GBR-DOS-01: answers waiting to be written are bounded; the requests whose answers
+    wait keep their slots, so more get BUSY, the BUSY itself waits, nothing more is read,
+    and after `read_timeout_s` the stream is reset with every slot given back."""
+    server, host = served(max_message_bytes=4096, max_concurrent_calls_per_peer=4)
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            pipe = Pipe(nursery, server, lockstep=True)
+            flood = b"".join(call(n, "x" * 1000) for n in range(200))
+
+            async def send_flood() -> None:
+                with contextlib.suppress(trio.BrokenResourceError):  # reset under it
+                    await pipe.send(flood)
+
+            nursery.start_soon(send_flood)
+            await pipe.done.wait()
+            assert trio.current_time() <= 11
+            nursery.cancel_scope.cancel()
+    assert pipe.served.was_reset
+    assert len(host.started) < 20, "reading stopped once the answers backed up"
+    assert server.active_calls(PEER) == 0
