@@ -140,17 +140,20 @@ class Limits:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """What one stream did, for the serve log: one record per answered stream, and per
-    request whose caller left before its answer.
+    """What one request did, for the serve log: one record per answered stream (1.0.0)
+    or request (1.1.0, rpc/pipelined.py), and per request whose caller left or
+    withdrew it before its answer.
 
     `method` is None when no request was read (BUSY, bad frame); `tool` is set
     for `tools/call`; `error_code` is the JSON-RPC error sent, None for a
     result or a notification; `is_error` is a tool result's `isError`;
-    `elapsed_s` runs from the stream's start to the response being written;
-    `note` says what the caller got when the code alone would mislead:
-    "unknown tool" (also for a tool not granted), "invalid arguments",
-    "pending approval #N" (a protected write held, EVD-AI-01), "caller left"
-    (the call was cancelled unanswered: the caller's stream broke).
+    `elapsed_s` runs from the stream's start (1.0.0) or the request's frame
+    (1.1.0) to the response being written or queued; `note` says what the
+    caller got when the code alone would mislead: "unknown tool" (also for a
+    tool not granted), "invalid arguments", "pending approval #N" (a protected
+    write held, EVD-AI-01), "caller left" (the call was cancelled unanswered:
+    the caller's stream broke), "caller cancelled" (1.1.0: the caller withdrew
+    it with `notifications/cancelled`; nothing was answered).
     """
 
     peer_id: str
