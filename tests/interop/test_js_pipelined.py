@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import select
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,9 @@ def test_js_libp2p_pipelines_calls_to_our_node_on_1_1_0_and_withdraws_one(served
     assert answers[4]["error"]["code"] == -32602 and answers[5]["error"]["code"] == -32002
     assert "hello from python" in answers[6]["result"]["content"][0]["text"]
     served.wait_line(r"^jsclient run_command caller cancelled \d+ ms$")
+    killed_by = time.monotonic() + 2  # its process group was signalled; it dies at once
+    while children_running(served.proc.pid, "sleep") and time.monotonic() < killed_by:
+        time.sleep(0.02)
     assert children_running(served.proc.pid, "sleep") == []
 
 
