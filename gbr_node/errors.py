@@ -19,6 +19,8 @@ The tree says who is at fault (STYLE.md, "Errors say who is at fault"):
     │   └── RemoteProtocolError  the peer sent something invalid
     ├── PeerUnreachable     dial failed: refused, timeout, Noise failure, wrong peer ID
     │   └── StreamBroken    the stream ended or was reset mid-exchange
+    │       └── StreamEnded the peer ended a kept stream cleanly with our request
+    │                       unread: nothing ran (`/gbr/mcp/1.1.0`), send it again
     ├── CallTimeout         a remote call or a command ran past its time limit
     ├── ModelError          the model server answered with an error or broke the stream
     └── LibraryError        a `[library]` environment or the library index cannot be read
@@ -145,6 +147,13 @@ class PeerUnreachable(GbrError):
 class StreamBroken(PeerUnreachable):
     """A stream ended, was reset, or its connection dropped before a whole
     message was exchanged: the peer went away mid-call."""
+
+
+class StreamEnded(StreamBroken):
+    """The peer ended a `/gbr/mcp/1.1.0` stream cleanly (end of stream, not a reset)
+    before answering a request and without refusing the stream: by the protocol it
+    ran nothing of it (protocols/gbr-mcp-1.1.0.md, section 2), so the request may be
+    sent again on a new stream."""
 
 
 class CallTimeout(GbrError):

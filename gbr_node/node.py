@@ -49,7 +49,7 @@ from gbr_node.p2p.chat import serve_chat
 from gbr_node.p2p.host import P2PHost, open_host
 from gbr_node.p2p.relaybook import HopLimits
 from gbr_node.p2p.remote import PeerDirectory
-from gbr_node.p2p.service import describe_call, serve_mcp
+from gbr_node.p2p.service import McpStreams, describe_call, serve_mcp
 from gbr_node.repl.app import Repl, open_screen
 from gbr_node.repl.render import DIM, RED, RESET, YELLOW
 from gbr_node.repl.screen import Screen
@@ -175,7 +175,8 @@ def _dim(node: Node) -> Callable[[str], None]:
 
 
 def _serving(node: Node, host: P2PHost, on_call: CallLog) -> P2PHost:
-    """Serve `/gbr/mcp/1.0.0` on `host` and wire the peer directory into the node."""
+    """Serve `/gbr/mcp/1.0.0` and `/gbr/mcp/1.1.0` on `host`; wire the peer directory (calling
+    peers on kept 1.1.0 streams) into the node."""
     tool_host = ProfileToolHost(node.snapshot, on_notify=node.on_notify)
     serve_mcp(
         host,
@@ -185,7 +186,9 @@ def _serving(node: Node, host: P2PHost, on_call: CallLog) -> P2PHost:
     )
     serve_chat(host, ChatServer(node.chat.host, node.chat_limits()), node.chat_limits)
     node.host = host
-    node.peers = PeerDirectory(host, lambda: node.loaded.profile.peers, node.limits)
+    node.peers = PeerDirectory(
+        host, lambda: node.loaded.profile.peers, node.limits, McpStreams(host)
+    )
     node.peers.send_message = node.chat.send_message_tool
     node.dispatcher.remote = node.peers
     return host

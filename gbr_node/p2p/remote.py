@@ -3,9 +3,10 @@
 For each trusted peer of the active profile, the tools it grants us (learned
 with `tools/list` when we dial it) are offered to the model as `ALIAS__TOOL`;
 two tools of our own, `list_peers` and `dial_peer`, let the model see who is
-trusted and connect to one (EVD-AI-02). Every call opens its own stream
-(ADR-0012b); a peer that vanishes mid-call raises, and the dispatcher turns
-that into an error result for the model.
+trusted and connect to one (EVD-AI-02). Calls go on each peer's kept
+`/gbr/mcp/1.1.0` stream, several at once, when given `McpStreams` (else each
+on its own 1.0.0 stream, ADR-0012b); a peer that vanishes mid-call raises,
+and the dispatcher turns that into an error result for the model.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from gbr_node.chat.desk import SEND_MESSAGE_SPEC
 from gbr_node.config.profile import TrustedPeer
 from gbr_node.errors import GbrError, UnknownTool
 from gbr_node.p2p.host import P2PHost
+from gbr_node.p2p.mcp_streams import McpStreams
 from gbr_node.p2p.offered import admit
 from gbr_node.p2p.service import call_tool, list_tools
 from gbr_node.rpc.server import Limits
@@ -58,6 +60,8 @@ class PeerDirectory:
         host: our libp2p host.
         peers: returns the active profile's `[peers]` (alias → TrustedPeer).
         limits: returns the RPC limits in force.
+        streams: the kept `/gbr/mcp/1.1.0` streams to call peers on, or None for a
+            new `/gbr/mcp/1.0.0` stream per call.
     """
 
     def __init__(
@@ -65,10 +69,12 @@ class PeerDirectory:
         host: P2PHost,
         peers: Callable[[], Mapping[str, TrustedPeer]],
         limits: Callable[[], Limits],
+        streams: McpStreams | None = None,
     ) -> None:
         self._host = host
         self._peers = peers
         self._limits = limits
+        self._streams = streams
         self._tools: dict[str, list[dict[str, Any]]] = {}
         self.send_message: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
         """The chat desk's `send_message` tool (EVD-AI-02), offered with the peer tools when set."""
@@ -109,7 +115,7 @@ class PeerDirectory:
             self._host.add_addrs(peer.peer_id, peer.addrs)
         else:  # remembered, so that an awaited outcome can bring us back (reconnect_awaited)
             self._host.add_addrs(peer.peer_id, [target])
-        listed = await list_tools(self._host, target, limits=self._limits())
+        listed = await list_tools(self._host, target, limits=self._limits(), streams=self._streams)
         tools, note = admit(alias, (t.model_dump() for t in listed), SEPARATOR)
         self._tools[alias] = tools
         names = ", ".join(t["name"] for t in tools) or "none"
@@ -155,6 +161,7 @@ class PeerDirectory:
                         "approval_status",
                         {"approval_id": number},
                         limits=self._limits(),
+                        streams=self._streams,
                     )
             except (GbrError, trio.TooSlowError) as exc:
                 log.info("awaiting approval #%s of %s, not reachable: %s", number, alias, exc)
@@ -207,7 +214,9 @@ class PeerDirectory:
         if peer is None:
             raise UnknownTool(f"no trusted peer named {alias!r}")
         self._host.add_addrs(peer.peer_id, peer.addrs)
-        result = await call_tool(self._host, peer.peer_id, tool, arguments, limits=self._limits())
+        result = await call_tool(
+            self._host, peer.peer_id, tool, arguments, limits=self._limits(), streams=self._streams
+        )
         structured = result.get("structuredContent") or {}
         if structured.get("status") == "pending_approval":
             self.awaiting.add((peer.peer_id, int(structured.get("approval_id", 0))))

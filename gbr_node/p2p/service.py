@@ -1,11 +1,13 @@
-"""`/gbr/mcp/1.0.0` over the libp2p host: serving our tools, and calling a peer's.
+"""`/gbr/mcp/1.0.0` and `/gbr/mcp/1.1.0` over the libp2p host: serving our tools, calling a peer's.
 
-Serving: every inbound stream of the protocol goes to `RpcServer`, which asks
-the `ProfileToolHost` whether the Noise-authenticated peer ID is trusted
-before it reads anything. An untrusted peer gets the JSON-RPC "unauthorized
-peer" error (nothing runs), then its connection is closed. Calling: one new
-stream per request (ADR-0012b), closed when the response is in, reset when
-the call is given up (so the peer stops it).
+Serving: every inbound stream of either protocol goes to `RpcServer` (1.0.0:
+one request; 1.1.0: many in flight, rpc/pipelined.py), which asks the
+`ProfileToolHost` whether the Noise-authenticated peer ID is trusted before
+it reads anything. An untrusted peer gets the JSON-RPC "unauthorized peer"
+error (nothing runs), then its connection is closed. Calling: with
+`McpStreams`, on the peer's kept 1.1.0 stream (p2p/mcp_streams.py); without,
+one new 1.0.0 stream per request (ADR-0012b), closed when the response is
+in, reset when the call is given up (so the peer stops it).
 """
 
 from __future__ import annotations
@@ -17,12 +19,24 @@ from typing import Any
 import trio
 
 from gbr_node.p2p.host import P2PHost
+from gbr_node.p2p.mcp_streams import MCP_PIPELINED, MCP_PROTOCOL, McpStreams, call_once
 from gbr_node.rpc import client
-from gbr_node.rpc.messages import ToolInfo
+from gbr_node.rpc.messages import CallToolResult, ListToolsResult, ToolInfo
+from gbr_node.rpc.pipelined import serve_pipelined
 from gbr_node.rpc.server import CallRecord, Limits, RpcServer
 from gbr_node.rpc.toolhost import Grant, ProfileToolHost
 
-MCP_PROTOCOL = "/gbr/mcp/1.0.0"
+__all__ = [
+    "MCP_PIPELINED",
+    "MCP_PROTOCOL",
+    "McpStreams",
+    "call_tool",
+    "describe_call",
+    "list_tools",
+    "notify_peer",
+    "part_with_untrusted",
+    "serve_mcp",
+]
 UNTRUSTED_LINGER_S = 1.0
 """How long an untrusted peer keeps its connection after its "unauthorized" answer."""
 log = logging.getLogger("gbr_node.serve")
@@ -34,25 +48,35 @@ def serve_mcp(
     limits: Callable[[], Limits],
     on_call: Callable[[CallRecord], None] | None = None,
 ) -> RpcServer[Grant]:
-    """Answer `/gbr/mcp/1.0.0` streams on `host` with the tools of `tool_host`.
+    """Answer `/gbr/mcp/1.0.0` and `/gbr/mcp/1.1.0` streams on `host` with the tools of `tool_host`.
 
     A peer the profile does not trust gets the JSON-RPC "unauthorized peer"
     error; its connection is closed when it leaves, or `UNTRUSTED_LINGER_S`
     seconds after the answer at the latest.
 
     `limits` returns the limits in force (the profile's `[node]`; read per
-    stream so a hot reload applies to the next call). `on_call` receives one
-    `CallRecord` per answered stream (the serve log line).
+    stream, and per request on 1.1.0, so a hot reload applies to the next call).
+    `on_call` receives one `CallRecord` per answered request (the serve log line).
     """
     server = RpcServer(tool_host, limits(), on_call=on_call)
 
-    async def handle(stream: Any, peer_id: str) -> None:
+    def refresh() -> None:
         server.limits = limits()
+
+    async def handle(stream: Any, peer_id: str) -> None:
+        refresh()
         await server.handle_stream(stream, peer_id)
         if tool_host.authorize(peer_id) is None:
             await part_with_untrusted(host, peer_id)
 
+    async def handle_pipelined(stream: Any, peer_id: str) -> None:
+        refresh()
+        await serve_pipelined(server, stream, peer_id, before_each=refresh)
+        if tool_host.authorize(peer_id) is None:
+            await part_with_untrusted(host, peer_id)
+
     host.set_stream_handler(MCP_PROTOCOL, handle, require_trust=False)
+    host.set_stream_handler(MCP_PIPELINED, handle_pipelined, require_trust=False)
     return server
 
 
@@ -82,47 +106,53 @@ async def call_tool(
     *,
     limits: Limits,
     dial_timeout_s: float = 10.0,
+    streams: McpStreams | None = None,
 ) -> dict[str, Any]:
-    """Call tool `name` on `target` (peer ID or `/p2p/` multiaddr) on a new stream.
+    """Call tool `name` on `target` (peer ID or `/p2p/` multiaddr).
 
-    Returns the MCP result `{"content": [...], "isError": bool}`. Raises
-    PeerUnreachable (dial, Noise, wrong peer ID, stream broken), CallTimeout
-    (after `limits.call_timeout_s`), or an RpcError subclass the peer sent
+    With `streams`, on the peer's kept `/gbr/mcp/1.1.0` stream (1.0.0 for a
+    peer that speaks only that); without, on a new 1.0.0 stream. Returns the
+    MCP result `{"content": [...], "isError": bool}`. Raises PeerUnreachable
+    (dial, Noise, wrong peer ID, stream broken), CallTimeout (after
+    `limits.call_timeout_s`), or an RpcError subclass the peer sent
     (UnauthorizedPeer, InvalidParams for a tool not granted, ...). A call
-    given up before its answer (time limit, cancellation) resets the stream:
-    the peer cancels it and frees its slot.
+    given up before its answer (time limit, cancellation) is withdrawn (its
+    1.0.0 stream reset; on 1.1.0, `notifications/cancelled`): the peer stops it
+    and frees its slot.
     """
-    stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
-    try:
-        result = await client.call_tool(
-            stream,
-            name,
-            arguments,
-            timeout_s=limits.call_timeout_s,
-            max_message_bytes=limits.max_message_bytes,
-        )
-    except BaseException:
-        await stream.reset()  # given up (time limit, cancelled): the peer stops the call
-        raise
-    finally:
-        await stream.aclose()
-    return result.model_dump(exclude_none=True)
+    params = {"name": name, "arguments": arguments}
+    result = await _call(host, target, "tools/call", params, limits, dial_timeout_s, streams)
+    return client.shaped(CallToolResult, result, "tools/call").model_dump(exclude_none=True)
 
 
 async def list_tools(
-    host: P2PHost, target: str, *, limits: Limits, dial_timeout_s: float = 10.0
+    host: P2PHost,
+    target: str,
+    *,
+    limits: Limits,
+    dial_timeout_s: float = 10.0,
+    streams: McpStreams | None = None,
 ) -> list[ToolInfo]:
     """`tools/list` on `target`: the tools it grants us. Raises like `call_tool`."""
-    stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
-    try:
-        return await client.list_tools(
-            stream, timeout_s=limits.call_timeout_s, max_message_bytes=limits.max_message_bytes
+    result = await _call(host, target, "tools/list", None, limits, dial_timeout_s, streams)
+    return client.shaped(ListToolsResult, result, "tools/list").tools
+
+
+async def _call(
+    host: P2PHost,
+    target: str,
+    method: str,
+    params: dict[str, Any] | None,
+    limits: Limits,
+    dial_timeout_s: float,
+    streams: McpStreams | None,
+) -> dict[str, Any]:
+    if streams is not None:
+        return await streams.call(
+            target, method, params, limits=limits, dial_timeout_s=dial_timeout_s
         )
-    except BaseException:
-        await stream.reset()
-        raise
-    finally:
-        await stream.aclose()
+    stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
+    return await call_once(stream, method, params, limits=limits)
 
 
 async def notify_peer(

@@ -13,7 +13,7 @@ from libp2p.abc import IMuxedStream, INetStream
 from libp2p.network.stream.exceptions import StreamEOF, StreamError
 
 from gbr_node.errors import StreamBroken
-from gbr_node.p2p.yamux_guard import cancel_on_reset, discard_unread
+from gbr_node.p2p.yamux_guard import cancel_on_reset, discard_unread, is_broken
 
 __all__ = ["DEFAULT_RECEIVE_BYTES", "Libp2pByteStream", "StreamBroken"]
 
@@ -100,6 +100,12 @@ class Libp2pByteStream:
         """The Yamux stream under this stream (what the yamux_guard patches act on)."""
         muxed: IMuxedStream = self._stream.muxed_stream  # type: ignore[attr-defined]  # NetStream has it; INetStream does not declare it
         return muxed
+
+    @property
+    def broken(self) -> bool:
+        """True once the peer reset the stream or its connection is going down (known
+        without reading: a kept stream found broken is replaced before it is written to)."""
+        return is_broken(self._muxed_stream)
 
     def cancel_on_break(self, scope: trio.CancelScope) -> None:
         """Cancel `scope` when the peer resets this stream or the connection drops.

@@ -160,6 +160,14 @@ def cancel_on_reset(stream: Any, scope: trio.CancelScope) -> None:
     stream.__dict__.setdefault("_gbr_reset_scopes", []).append(scope)
 
 
+def is_broken(stream: Any) -> bool:
+    """True once Yamux `stream` was reset by the peer or its connection is going down;
+    False for other muxers. Reads nothing."""
+    if not isinstance(stream, YamuxStream):
+        return False
+    return bool(stream.reset_received) or stream.conn.event_shutting_down.is_set()
+
+
 def _signal_reset(stream: YamuxStream) -> None:
     for scope in stream.__dict__.pop("_gbr_reset_scopes", ()):
         scope.cancel()

@@ -113,7 +113,7 @@ async def list_tools(
     result = await call(
         stream, "tools/list", None, timeout_s=timeout_s, max_message_bytes=max_message_bytes
     )
-    return _shaped(ListToolsResult, result, "tools/list").tools
+    return shaped(ListToolsResult, result, "tools/list").tools
 
 
 async def call_tool(
@@ -132,7 +132,7 @@ async def call_tool(
     result = await call(
         stream, "tools/call", params, timeout_s=timeout_s, max_message_bytes=max_message_bytes
     )
-    return _shaped(CallToolResult, result, "tools/call")
+    return shaped(CallToolResult, result, "tools/call")
 
 
 def _result_of(message: Message, request: Request) -> dict[str, Any]:
@@ -151,7 +151,9 @@ def _result_of(message: Message, request: Request) -> dict[str, Any]:
     return message.result
 
 
-def _shaped(model: type[ModelT], result: dict[str, Any], method: str) -> ModelT:
+def shaped(model: type[ModelT], result: dict[str, Any], method: str) -> ModelT:
+    """`result` validated as `model` (an MCP result shape); `RemoteProtocolError` (-32600)
+    names what is wrong."""
     try:
         return model.model_validate(result)
     except ValidationError as exc:

@@ -140,17 +140,20 @@ class Limits:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """What one stream did, for the serve log: one record per answered stream, and per
-    request whose caller left before its answer.
+    """What one request did, for the serve log: one record per answered stream (1.0.0)
+    or request (1.1.0, rpc/pipelined.py), and per request whose caller left or
+    withdrew it before its answer.
 
     `method` is None when no request was read (BUSY, bad frame); `tool` is set
     for `tools/call`; `error_code` is the JSON-RPC error sent, None for a
     result or a notification; `is_error` is a tool result's `isError`;
-    `elapsed_s` runs from the stream's start to the response being written;
-    `note` says what the caller got when the code alone would mislead:
-    "unknown tool" (also for a tool not granted), "invalid arguments",
-    "pending approval #N" (a protected write held, EVD-AI-01), "caller left"
-    (the call was cancelled unanswered: the caller's stream broke).
+    `elapsed_s` runs from the stream's start (1.0.0) or the request's frame
+    (1.1.0) to the response being written or queued; `note` says what the
+    caller got when the code alone would mislead: "unknown tool" (also for a
+    tool not granted), "invalid arguments", "pending approval #N" (a protected
+    write held, EVD-AI-01), "caller left" (the call was cancelled unanswered:
+    the caller's stream broke), "caller cancelled" (1.1.0: the caller withdrew
+    it with `notifications/cancelled`; nothing was answered).
     """
 
     peer_id: str
@@ -197,8 +200,9 @@ class _Prefixed:
 
 
 @dataclass
-class _Outcome:
-    """Facts gathered while serving one stream, turned into a `CallRecord` at the end."""
+class Outcome:
+    """Facts gathered while serving one request (one stream in 1.0.0), turned into a
+    `CallRecord` at the end (`StreamServer.record`)."""
 
     method: str | None = None
     tool: str | None = None
@@ -232,8 +236,13 @@ class StreamServer(Generic[GrantT]):
         self._on_call = on_call
         self._slots = PeerSlots()
 
+    @property
+    def slots(self) -> PeerSlots:
+        """The per-peer slots every protocol served by this server shares."""
+        return self._slots
+
     def active_calls(self, peer_id: str) -> int:
-        """Streams of `peer_id` being served right now."""
+        """Requests of `peer_id` being served right now (streams, in 1.0.0)."""
         return self._slots.held(peer_id)
 
     async def handle_stream(self, stream: ByteStream, peer_id: str) -> None:
@@ -284,12 +293,12 @@ class StreamServer(Generic[GrantT]):
                 if before_each is not None:
                     before_each()
                 started = trio.current_time()
-                outcome = _Outcome()
+                outcome = Outcome()
                 try:
                     clean = await self._admit_and_serve(served, peer_id, outcome)
                 finally:
                     if outcome.answered or outcome.note is not None:
-                        self._report(peer_id, outcome, trio.current_time() - started)
+                        self.record(peer_id, outcome, trio.current_time() - started)
                 if not (many and clean):
                     return
                 first = await self._first_byte(stream)
@@ -315,7 +324,7 @@ class StreamServer(Generic[GrantT]):
             first = bytes(await stream.receive_some(1))
         return first
 
-    async def _admit_and_serve(self, stream: ByteStream, peer_id: str, outcome: _Outcome) -> bool:
+    async def _admit_and_serve(self, stream: ByteStream, peer_id: str, outcome: Outcome) -> bool:
         """Admit and serve one request; True when an answer with the request's id (or none,
         for a notification) left the stream ready for another."""
         try:
@@ -350,7 +359,7 @@ class StreamServer(Generic[GrantT]):
             self._slots.give_back(peer_id)
 
     async def _serve(
-        self, stream: ByteStream, peer_id: str, grant: GrantT, outcome: _Outcome
+        self, stream: ByteStream, peer_id: str, grant: GrantT, outcome: Outcome
     ) -> Response | ErrorResponse | None:
         """Read and run one message; return the response to send (None for a notification)."""
         decoder = FrameDecoder(self.limits.max_message_bytes)
@@ -366,27 +375,47 @@ class StreamServer(Generic[GrantT]):
         outcome.method = message.method if isinstance(message, Request | Notification) else None
         if isinstance(message, Notification):
             outcome.answered = True
-            await self._notify(message, peer_id, grant)
+            await self.take_notification(message, peer_id, grant)
             return None
         if not isinstance(message, Request):
             return error_response(
                 None, codes.INVALID_REQUEST, "expected a request or a notification"
             )
         try:
-            result = await unless_abandoned(stream, lambda: self._dispatch(message, grant, outcome))
-            return Response(id=message.id, result=result)
-        except RpcError as exc:
-            return error_response(message.id, exc.code, exc.message, exc.data)
+            return await unless_abandoned(
+                stream, lambda: self.answer(message, peer_id, grant, outcome)
+            )
         except StreamBroken:
             outcome.note = "caller left"  # no one to answer; still a line in the serve log
             raise
+
+    async def answer(
+        self, request: Request, peer_id: str, grant: GrantT, outcome: Outcome
+    ) -> Response | ErrorResponse:
+        """Run one admitted request and return the response to send: its result, or the
+        error it raised as a JSON-RPC error with the request's id (-32603 for anything
+        unexpected, logged here, never sent). Raises nothing but `trio.Cancelled`.
+
+        Shared by `/gbr/mcp/1.0.0` (`handle_stream`) and `/gbr/mcp/1.1.0`
+        (rpc/pipelined.py), which admit, read and write each in their own way.
+        """
+        try:
+            return Response(id=request.id, result=await self._dispatch(request, grant, outcome))
+        except RpcError as exc:
+            return error_response(request.id, exc.code, exc.message, exc.data)
         except Exception:
-            log.exception("%s from %s failed", message.method, peer_id)
+            log.exception("%s from %s failed", request.method, peer_id)
             return error_response(
-                message.id, codes.INTERNAL_ERROR, f"internal error while serving {message.method}"
+                request.id, codes.INTERNAL_ERROR, f"internal error while serving {request.method}"
             )
 
-    async def _dispatch(self, request: Request, grant: GrantT, outcome: _Outcome) -> dict[str, Any]:
+    async def take_notification(
+        self, notification: Notification, peer_id: str, grant: GrantT
+    ) -> None:
+        """Hand an admitted notification to the subclass (`_notify`); never answered."""
+        await self._notify(notification, peer_id, grant)
+
+    async def _dispatch(self, request: Request, grant: GrantT, outcome: Outcome) -> dict[str, Any]:
         """Run one method; return its result object or raise `RpcError` with the code to send."""
         raise RpcError(codes.METHOD_NOT_FOUND, f"method not found: {request.method}")
 
@@ -395,17 +424,18 @@ class StreamServer(Generic[GrantT]):
         log.info("notification %s from %s dropped", notification.method, peer_id)
 
     async def _respond(
-        self, stream: ByteStream, response: Response | ErrorResponse, outcome: _Outcome
+        self, stream: ByteStream, response: Response | ErrorResponse, outcome: Outcome
     ) -> None:
         """Write `response` within `read_timeout_s`; a peer that does not read is given up on."""
-        body, outcome.error_code = _encode_response(response, self.limits.max_message_bytes)
+        body, outcome.error_code = encode_response(response, self.limits.max_message_bytes)
         outcome.answered = True
         with trio.move_on_after(self.limits.read_timeout_s) as scope:
             await write_frame(stream, body)
         if scope.cancelled_caught:
             log.info("response not written within %s s; stream dropped", self.limits.read_timeout_s)
 
-    def _report(self, peer_id: str, outcome: _Outcome, elapsed_s: float) -> None:
+    def record(self, peer_id: str, outcome: Outcome, elapsed_s: float) -> None:
+        """Log what one request did and hand its `CallRecord` to `on_call` (errors logged)."""
         record = CallRecord(
             peer_id,
             outcome.method,
@@ -440,7 +470,7 @@ class RpcServer(StreamServer[GrantT]):
         super().__init__(host, limits, on_call=on_call)
         self.host = host
 
-    async def _dispatch(self, request: Request, grant: GrantT, outcome: _Outcome) -> dict[str, Any]:
+    async def _dispatch(self, request: Request, grant: GrantT, outcome: Outcome) -> dict[str, Any]:
         """Run one method; return its result object or raise `RpcError` with the code to send."""
         if request.method == "tools/list":
             parse_params(ListToolsParams, request.params)
@@ -516,12 +546,11 @@ def _checked(model: type[BaseModel], value: object) -> dict[str, Any]:
         ) from exc
 
 
-def _encode_response(
-    response: Response | ErrorResponse, max_bytes: int
-) -> tuple[bytes, int | None]:
-    """Encode `response`; swap in -32603 if it cannot be encoded, TOO_LARGE if it is too big.
+def encode_response(response: Response | ErrorResponse, max_bytes: int) -> tuple[bytes, int | None]:
+    """Encode `response`; swap in -32603 if it cannot be encoded, TOO_LARGE if it is above
+    `max_bytes` (bytes).
 
-    Returns the body and the error code it carries (None for a result).
+    Returns the body and the error code it carries (None for a result). Never raises.
     """
     try:
         body = encode_message(response)

@@ -39,7 +39,10 @@ class ByteStream(Protocol):
 
     Optional: `cancel_on_break(scope: trio.CancelScope) -> None`, cancelling
     `scope` once the stream is reset or its connection drops, without being
-    read (rpc/admission.py uses it when present).
+    read (rpc/admission.py and rpc/pipelined.py use it when present); a
+    `broken` property, True once that happened (rpc/session.py does not send
+    on a kept stream that is); `reset()`, ending the stream as broken rather
+    than closed (rpc/pipelined.py when requests were cut short).
     """
 
     async def receive_some(self, max_bytes: int) -> bytes | bytearray: ...

@@ -17,6 +17,8 @@ VECTORS = Path(__file__).resolve().parents[2] / "protocols" / "vectors"
 HOST_SPEC: dict[str, Any] = json.loads((VECTORS / "host.json").read_text())
 TRUSTED = HOST_SPEC["trusted_peer"]
 UNTRUSTED = HOST_SPEC["untrusted_peer"]
+VECTORS_1_1 = VECTORS.parent / "mcp-1.1.0-vectors"
+HOST_1_1: dict[str, Any] = json.loads((VECTORS_1_1 / "host.json").read_text())
 
 
 class VectorHost:
@@ -48,6 +50,30 @@ class VectorHost:
 
     async def notify(self, grant: frozenset[str], method: str, params: dict[str, Any]) -> None:
         self.notifications.append((method, params))
+
+
+class PipelinedVectorHost(VectorHost):
+    """The reference host of protocols/mcp-1.1.0-vectors/host.json: the 1.0.0 host plus
+    `wait {seconds}`, which answers "waited" after that many seconds (trio's clock)."""
+
+    def authorize(self, peer_id: str) -> frozenset[str] | None:
+        return frozenset(HOST_1_1["granted"]) if peer_id == TRUSTED else None
+
+    def list_tools(self, grant: frozenset[str]) -> list[dict[str, Any]]:
+        tools = HOST_SPEC["tools"] + HOST_1_1["tools"]
+        return [tool for tool in tools if tool["name"] in grant]
+
+    async def call_tool(
+        self, grant: frozenset[str], name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        if name != "wait" or name not in grant:
+            return await super().call_tool(grant, name, arguments)
+        self.calls.append((name, arguments))
+        seconds = arguments.get("seconds")
+        if set(arguments) != {"seconds"} or not isinstance(seconds, int | float) or seconds < 0:
+            raise InvalidArguments("wait: 'seconds' (a number >= 0) is required, nothing else")
+        await trio.sleep(seconds)
+        return {"content": [{"type": "text", "text": "waited"}], "isError": False}
 
 
 CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]

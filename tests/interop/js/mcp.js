@@ -33,7 +33,7 @@ export function encodeFrame (message) {
 }
 
 // Returns {length, prefixBytes} once the prefix is complete, null if more bytes are needed.
-function decodeVarint (bytes) {
+export function decodeVarint (bytes) {
   let value = 0
   for (let i = 0; i < bytes.length && i < 9; i++) {
     value += (bytes[i] & 0x7f) * 2 ** (7 * i)
