@@ -304,7 +304,7 @@ class AgentMachine:
         if msg.usage:
             self.context.observe(self._raw_estimate, msg.usage.get("prompt_tokens"))
         self._overflow_retried = False
-        seen = seen_in_turn([entry.message for entry in self.session.entries])
+        turn_seen = seen_in_turn([entry.message for entry in self.session.entries])
         message: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
         if calls:
             message["tool_calls"] = [_wire_call(c) for c in calls]
@@ -344,7 +344,7 @@ class AgentMachine:
                 )
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
-                actions.append(RunTool(self._current_prompt(), call, self._turn, seen))
+                actions.append(RunTool(self._current_prompt(), call, self._turn, turn_seen))
                 baseline += self._needs_baseline(call)
         if baseline:
             self._cancel_checks = True

@@ -322,8 +322,9 @@ class LibraryIndex:
         spells as code (`mention.candidates`: an import, backticks, a call, a
         dotted name, a snake_case or CamelCase identifier, or a package's own name
         next to a word like library or package). A builtin's name (`print(`) is
-        not a library's, nor is a class's member for a bare call (`is_even(n)`); a plain word, a file name and a module that shares its
-        name with a file extension never count (issue 33)."""
+        not a library's, nor is a class's member for a bare call (`is_even(n)`);
+        a plain word, a file name and a module that shares its name with a file
+        extension never count (issue 33)."""
         names = self.package_names(fresh=True)
         packages: list[str] = []
         spelled: list[str] = []

@@ -425,3 +425,20 @@ def test_a_nudge_never_passes_the_step_limit():
     (ask,) = only(m.handle(OracleDone(pid, "Add it like so.")), StartInference)
     actions = m.handle(OracleDone(ask.prompt.prompt_id, "yes"))
     assert Show("turn_end") in actions and not only(actions, StartInference)
+
+
+def test_each_call_carries_the_paths_read_or_written_earlier_in_the_turn():
+    """`RunTool.seen` feeds `tools.base.SEEN`: write_file may replace only those (issue 32)."""
+    m = make()
+    m.handle(UserPrompt("earlier"))
+    pid = m.prompt_id
+    m.handle(OracleDone(pid, "", (call("c0", "old.txt"),)))
+    pid = only(m.handle(ok(pid, "c0")), StartInference)[0].prompt.prompt_id
+    m.handle(OracleDone(pid, "Done."))
+    pid = only(m.handle(UserPrompt("now")), StartInference)[0].prompt.prompt_id
+    (first,) = only(m.handle(OracleDone(pid, "", (call("c1", "a.txt"),))), RunTool)
+    assert first.seen == frozenset()  # nothing before this answer; not another turn's read
+    pid = only(m.handle(ok(pid, "c1")), StartInference)[0].prompt.prompt_id
+    write = ToolCall("c2", "write_file", {"path": "a.txt"}, '{"path": "a.txt", "content": "x"}')
+    (second,) = only(m.handle(OracleDone(pid, "", (write, call("c3", "b.txt")))), RunTool)[:1]
+    assert second.seen == frozenset({"a.txt"})

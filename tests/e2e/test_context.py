@@ -18,6 +18,7 @@ from tests.e2e.conftest import spawn_node, write_profile
 from tests.e2e.terminal import Terminal
 from tests.support.model_server import ModelServer, context_exceeded_body
 from tests.support.replies import ErrorReply, text_reply, tool_call_reply
+from tests.support.said import said
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +111,7 @@ def test_forty_turns_with_big_tool_results_never_overflow_a_4096_token_window(
         # What must not be forgotten: files changed, the person's first request.
         assert "notes10.txt" in note and "notes30.txt" in note
         assert "turn 01: read big.txt" in note
-        assert last["messages"][-3]["content"] == "turn 40: read big.txt and sum it up"
+        assert said(last["messages"][-3]["content"]) == "turn 40: read big.txt and sum it up"
         # A big tool result is cut with a note on how to read on.
         tool = bodies[-3]["messages"][-1]
         assert tool["role"] == "tool" and "call read_file with offset=" in tool["content"]
@@ -130,7 +131,7 @@ def test_forty_turns_with_big_tool_results_never_overflow_a_4096_token_window(
         again.sendline("turn 41: what did we do?")
         again.expect_new("answer 41 after resume")
         resumed = small_server.chat_bodies[-1]
-        assert resumed["messages"][-1]["content"] == "turn 41: what did we do?"
+        assert said(resumed["messages"][-1]["content"]) == "turn 41: what did we do?"
         assert len(resumed["messages"]) < 4 * TURNS  # still compacted after the restart
         mark = len(record.parts)
         again.sendline("/history")
@@ -157,7 +158,7 @@ def test_a_server_that_says_context_exceeded_anyway_gets_one_compaction_and_one_
         term.sendline("turn 04: and now?")
         term.expect_new("fine after compacting")
         failed, retried = small_server.chat_bodies[-2:]
-        assert retried["messages"][-1]["content"] == "turn 04: and now?"
+        assert said(retried["messages"][-1]["content"]) == "turn 04: and now?"
         assert len(retried["messages"]) < len(failed["messages"])
         assert "earlier turns" in retried["messages"][0]["content"]
         assert "error" not in term.text().lower()
@@ -214,4 +215,4 @@ def test_the_same_failing_call_three_times_stops_the_turn(run_node, model_server
     term.expect_new("next turn")
     sent = model_server.chat_bodies[-1]["messages"]
     assert "[stopped: this same call failed 3 times" in sent[-2]["content"]
-    assert sent[-1]["content"] == "what happened?"
+    assert said(sent[-1]["content"]) == "what happened?"

@@ -19,6 +19,7 @@ import pytest
 from tests.e2e.conftest import node_env, spawn_node, write_profile
 from tests.e2e.terminal import Terminal
 from tests.support.replies import Answer, Delay, SseReply, text_reply, tool_call_reply
+from tests.support.said import said
 
 CHUNK = {"object": "chat.completion.chunk"}
 SLEEPS = '[tools.run_command]\nallow = ["sleep"]\n'
@@ -207,8 +208,8 @@ def test_alt_enter_and_a_bracketed_paste_make_one_message_of_several_lines(proje
         term.child.send("\r")
         term.expect("answer-two")
         first, second = model_server.chat_bodies
-        assert first["messages"][-1]["content"] == "line one\nline two"
-        assert second["messages"][-1]["content"] == "pasted a\npasted b\npasted c"
+        assert said(first["messages"][-1]["content"]) == "line one\nline two"
+        assert said(second["messages"][-1]["content"]) == "pasted a\npasted b\npasted c"
     finally:
         term.child.terminate(force=True)
 
