@@ -214,7 +214,7 @@ class AgentMachine:
     ) -> None:
         self.session = session
         self.state = State.IDLE
-        self.queued: list[str] = []
+        self.queued: list[UserPrompt] = []
         self.max_steps = max_steps
         self.context = context or ContextManager()
         self._tools = tools
@@ -267,7 +267,9 @@ class AgentMachine:
     # -- transitions -------------------------------------------------------
 
     def _on_prompt(self, msg: UserPrompt) -> list[Action]:
-        meta = {"decided": int(m)} if (m := _decided_id(msg.text)) else {}
+        meta: dict[str, Any] = {"decided": int(m)} if (m := _decided_id(msg.text)) else {}
+        if msg.context:  # what the person typed, apart from what the node added
+            meta["typed"] = msg.text
         self.session.append({"role": "user", "content": msg.content}, **meta)
         self._new_turn()
         return [Show("prompt", msg.text), *self._start()]
@@ -279,7 +281,7 @@ class AgentMachine:
         return self._on_prompt(prompt) if self.state is State.IDLE else self._on_queue(prompt)
 
     def _on_queue(self, msg: UserPrompt) -> list[Action]:
-        self.queued.append(msg.content)
+        self.queued.append(msg)
         return [Show("queued", msg.text, {"position": len(self.queued)})]
 
     def _on_compact(self, msg: CompactContext) -> list[Action]:
@@ -662,7 +664,7 @@ class AgentMachine:
         self._reset()
         actions: list[Action] = [ending]
         if self.queued:
-            actions += self._on_prompt(UserPrompt(self.queued.pop(0)))
+            actions += self._on_prompt(self.queued.pop(0))
         return actions
 
     def _reset(self) -> None:

@@ -108,11 +108,14 @@ class Session:
         self._changed("compact", {"cut": cut, "trimmed": sorted(self.trimmed)})
 
     def turn_starts(self) -> list[int]:
-        """Indices of the entries that begin a turn: the person's messages (not stale)."""
+        """Indices of the entries that begin a turn: the person's messages (not stale, not
+        the node's own nudge mid-turn, `agent.machine.NUDGE`)."""
         return [
             i
             for i, entry in enumerate(self.entries)
-            if i > 0 and entry.message.get("role") == "user" and not entry.meta.get("stale")
+            if i > 0
+            and entry.message.get("role") == "user"
+            and not (entry.meta.get("stale") or entry.meta.get("nudge"))
         ]
 
     def apply(self, op: str, payload: dict[str, Any]) -> None:
@@ -219,7 +222,10 @@ class Session:
             lines.append(f"Approvals still pending (not performed; do not retry them): {items}")
         if changed:
             lines.append("Files changed this session: " + ", ".join(list(changed)[-30:]))
-        requests = [self.entries[i].message.get("content") or "" for i in left_out]
+        requests = [
+            self.entries[i].meta.get("typed") or self.entries[i].message.get("content") or ""
+            for i in left_out
+        ]
         lines += self._quoted_requests(requests, sum(text_tokens(line) for line in lines))
         return "\n".join(lines)
 

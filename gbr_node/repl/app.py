@@ -321,7 +321,7 @@ def history_text(runtime: AgentRuntime) -> str:
     for entry in runtime.machine.session.entries[1:]:
         msg = entry.message
         role = msg["role"]
-        body = msg.get("content") or ""
+        body = entry.meta.get("typed") or msg.get("content") or ""  # the person's words
         if msg.get("tool_calls"):
             calls = ", ".join(
                 f"{c['function']['name']}({c['function']['arguments'][:80]})"

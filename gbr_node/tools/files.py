@@ -204,9 +204,11 @@ class FileTools:
 
         Raises ApprovalRequired (protected path, nothing written),
         SecurityViolation (outside the root), ToolError (a folder, OS failure, or for
-        the local agent an existing file it did not read in the turn: `base.SEEN`).
+        the local agent an existing file it did not read in the turn: `base.SEEN`; a
+        protected file goes to the person's approval first, who sees the whole diff).
         """
         where = self._sandbox.resolve(params.path)
+        self._refuse_protected("write_file", where, params.content)  # the person reviews it
         existed = where.path.exists()
         if existed and not self._seen(where):
             raise ToolError(
@@ -214,7 +216,6 @@ class FileTools:
                 "written: read_file it first, then change it with edit_file (or write_file "
                 "with its whole new content)"
             )
-        self._refuse_protected("write_file", where, params.content)
         before = self._old_text(where) if existed else None
         verb = "replaced" if existed else "created"
         said = f"{verb} {where.relative}"

@@ -19,6 +19,7 @@ def test_undo_takes_a_turn_back_exactly_and_gbr_node_undo_redoes_it(
     os.chmod(project / "b.txt", 0o600)
     (project / "old.txt").write_text("old\n")
     model_server.enqueue(
+        tool_call_reply("read_file", {"path": "app.py"}),  # replaced whole only once read
         tool_call_reply("write_file", {"path": "app.py", "content": "x = 2\n"}),
         tool_call_reply("edit_file", {"path": "b.txt", "old_string": "bee", "new_string": "w"}),
         tool_call_reply("write_file", {"path": "stray.txt", "content": "s\n"}),
@@ -79,6 +80,7 @@ def test_undo_after_kill_9_of_the_node_mid_turn_restores_the_prior_state(
     (project / "app.py").write_text("x = 1\n")
     os.chmod(project / "app.py", 0o640)
     model_server.enqueue(
+        tool_call_reply("read_file", {"path": "app.py"}),  # replaced whole only once read
         tool_call_reply("write_file", {"path": "app.py", "content": "x = 2\n"}),
         tool_call_reply("write_file", {"path": "new.txt", "content": "n\n"}),
         text_reply("never seen", pieces=50, delay_s=1.0),
