@@ -87,7 +87,13 @@ class UnusedSubsystem(RuntimeError):
     """Raised on any use of a stand-in from `UNUSED_PACKAGES`."""
 
 
-class _StandIn:
+class _StandIn(Exception):  # noqa: N818 (a stand-in, named after what it replaces)
+    """A name of an unused subsystem: never made (making one raises `UnusedSubsystem`).
+    An Exception, because py-libp2p names some of them in `except` clauses (its
+    net_stream catches `QUICStreamClosedError` on every read): a plain class there
+    turned every stream reset into "catching classes that do not inherit from
+    BaseException is not allowed"."""
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         cls = type(self)
         raise UnusedSubsystem(

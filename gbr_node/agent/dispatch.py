@@ -15,12 +15,11 @@ from typing import Any, Protocol
 
 import trio
 
-from gbr_node.agent.messages import ToolExecutionFeedback
+from gbr_node.agent.messages import REMOTE_SEPARATOR, ToolExecutionFeedback
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import ToolCall
 from gbr_node.tools.base import ToolResult
 
-REMOTE_SEPARATOR = "__"
 log = logging.getLogger("gbr_node.agent")
 
 

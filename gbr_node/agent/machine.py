@@ -57,6 +57,7 @@ from typing import Any
 
 from gbr_node.agent.context import ContextManager
 from gbr_node.agent.messages import (
+    REMOTE_SEPARATOR,
     ApprovalResolved,
     CheckDone,
     CompactContext,
@@ -78,7 +79,6 @@ from gbr_node.checks.verdict import closing_line
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 from gbr_node.llm.grammar import NODE_NOTE, seen_in_turn
-from gbr_node.mcp.names import SEPARATOR
 
 DEFAULT_MAX_STEPS = 25
 SMALL_MODEL_MAX_STEPS = 8  # embedded model or a window of at most 8192 tokens
@@ -508,7 +508,7 @@ class AgentMachine:
                 )
             held.append((feedback, call, note))
             changed += _changed_paths(call, feedback)
-            acting = call.name.rpartition(SEPARATOR)[2] in ACTING_TOOLS
+            acting = call.name.rpartition(REMOTE_SEPARATOR)[2] in ACTING_TOOLS
             self._acted = self._acted or (acting and not feedback.failed)
         parsed, exhausted = self._judge_parses(held) if runaway is None else ([], False)
         if exhausted:

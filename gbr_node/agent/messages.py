@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 
+REMOTE_SEPARATOR = "__"  # `ALIAS__TOOL`: a peer's or a mounted server's tool (MCP names)
+
+
 @dataclass(frozen=True)
 class UserPrompt:
     """A line the person typed that is not a slash command.

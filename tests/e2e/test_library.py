@@ -15,6 +15,7 @@ import pytest
 
 from tests.e2e.conftest import write_profile
 from tests.support.replies import text_reply, tool_call_reply
+from tests.support.said import said
 
 
 def _httpx_copy(site: Path) -> str:
@@ -34,7 +35,8 @@ def library_project(project, model_server) -> tuple[Path, str]:
 
 
 def _user_message(body: dict) -> str:
-    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    content = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    return said(content)  # without the project's files, which come first
 
 
 def test_a_question_naming_httpx_gets_the_lookup_in_the_first_request(

@@ -135,3 +135,25 @@ def test_deferred_modules_load_on_first_use():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["False False", "RSAPublicKey True", "method True"]
+
+
+def test_a_stand_in_named_in_an_except_clause_lets_other_errors_through():
+    """py-libp2p's `NetStream.read` names QUIC's errors in its `except` tuple: a stream
+    reset must still come out as `StreamReset`, not a TypeError (seen through
+    `gbr-node mcp` calling a peer whose call failed)."""
+    done = _in_fresh_interpreter(
+        """
+        from gbr_node import lean
+        lean.install()
+        from libp2p.network.stream import net_stream
+        try:
+            try:
+                raise KeyError("reset")
+            except (net_stream.QUICStreamClosedError, net_stream.QUICStreamResetError):
+                print("caught as QUIC")
+        except KeyError:
+            print("passed through")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "passed through"
