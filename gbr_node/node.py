@@ -26,13 +26,13 @@ from gbr_node import __version__
 from gbr_node.agent.context import Window
 from gbr_node.agent.journal import Journal, latest_journal, new_journal_path, read_journal
 from gbr_node.agent.machine import AgentMachine
+from gbr_node.agent.model import EMBEDDED_FAILED, EMBEDDED_OFF, missing_model_help
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.chat.server import ChatServer
 from gbr_node.config.loader import LoadedProfile, load_profile, state_folder
 from gbr_node.config.profile import ModelConfig, NodeConfig
-from gbr_node.config.watcher import ProfileWatcher
-from gbr_node.control import EMBEDDED_FAILED, EMBEDDED_OFF, Node, missing_model_help
+from gbr_node.control import Node
 from gbr_node.errors import GbrError, ModelError
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama
 from gbr_node.llm.client import ModelClient
@@ -48,8 +48,7 @@ from gbr_node.oneshot import EXIT_FAILED, EXIT_OK, EXIT_USAGE, NodeSettings, loa
 from gbr_node.p2p.chat import serve_chat
 from gbr_node.p2p.host import P2PHost, open_host
 from gbr_node.p2p.relaybook import HopLimits
-from gbr_node.p2p.remote import PeerDirectory
-from gbr_node.p2p.service import McpStreams, describe_call, serve_mcp
+from gbr_node.p2p.service import describe_call, serve_mcp
 from gbr_node.repl.app import Repl, open_screen
 from gbr_node.repl.render import DIM, RED, RESET, YELLOW
 from gbr_node.repl.screen import Screen
@@ -98,7 +97,7 @@ async def _host(
         async with open_host(
             keypair,
             listen,
-            is_trusted=node.is_trusted,
+            is_trusted=node.peers.is_trusted,
             close_untrusted=False,
             log_handler=log_handler,
         ) as host:
@@ -177,20 +176,16 @@ def _dim(node: Node) -> Callable[[str], None]:
 def _serving(node: Node, host: P2PHost, on_call: CallLog) -> P2PHost:
     """Serve `/gbr/mcp/1.0.0` and `/gbr/mcp/1.1.0` on `host`; wire the peer directory (calling
     peers on kept 1.1.0 streams) into the node."""
-    tool_host = ProfileToolHost(node.snapshot, on_notify=node.on_notify)
+    tool_host = ProfileToolHost(node.tools.snapshot, on_notify=node.approvals.on_notify)
     serve_mcp(
         host,
         tool_host,
-        node.limits,
+        node.peers.limits,
         on_call=lambda record: on_call(record, tool_host.alias_of(record.peer_id)),
     )
-    serve_chat(host, ChatServer(node.chat.host, node.chat_limits()), node.chat_limits)
-    node.host = host
-    node.peers = PeerDirectory(
-        host, lambda: node.loaded.profile.peers, node.limits, McpStreams(host)
-    )
-    node.peers.send_message = node.chat.send_message_tool
-    node.dispatcher.remote = node.peers
+    chat_limits = node.peers.chat_limits
+    serve_chat(host, ChatServer(node.chat.desk.host, chat_limits()), chat_limits)
+    node.agent.dispatcher.remote = node.peers.attach(host, node.chat.desk.send_message_tool)
     return host
 
 
@@ -204,9 +199,9 @@ async def serve(settings: NodeSettings, *, relay: bool = False) -> int:
     loaded = load_profile(settings.project_dir, settings.env)  # before .gbr/ is created
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
-    node.color = _wants_color()
-    node.notice = _notice_lines(sys.stdout, color=node.color)
-    node.chat.on_reply = None  # no agent here: messages are shown and kept for later
+    node.approvals.color = _wants_color()
+    node.notice = _notice_lines(sys.stdout, color=node.approvals.color)
+    node.chat.answer_nobody()  # no agent here: messages are shown and kept for later
 
     def print_call(record: CallRecord, alias: str | None) -> None:
         # serve's stdout is its call log; `run` logs calls to .gbr/node.log instead
@@ -218,13 +213,13 @@ async def serve(settings: NodeSettings, *, relay: bool = False) -> int:
             print(f"  {addr}")
         trusted = ", ".join(node.loaded.profile.peers) or "none (every call is refused)"
         print(f"trusted peers: {trusted}", flush=True)
-        confinement = await trio.to_thread.run_sync(node.confinement_notice)
+        confinement = await trio.to_thread.run_sync(node.tools.confinement_notice)
         if confinement is not None:
             node.notice(confinement)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
             await _reach_further(node, host, nursery, relay=relay)
-            await _start_background(node, nursery)
+            await node.start(nursery)
     return EXIT_OK
 
 
@@ -240,7 +235,7 @@ async def _closing(node: Node) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        node.library.close()
+        node.close()
 
 
 async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
@@ -260,21 +255,21 @@ async def mcp_stdio(settings: NodeSettings, max_result_tokens: int) -> int:
     logging.getLogger().addHandler(to_stderr)
     node = Node(loaded)
     node.notice = _notice_lines(sys.stderr, color=False)
-    node.chat.on_reply = None  # the MCP client's agent is not ours: messages are only kept
+    node.chat.answer_nobody()  # the MCP client's agent is not ours: messages are only kept
     async with _host(node, settings, handler, _log_call, listen=()), _closing(node):
         server = McpStdioServer(
-            lambda: node.registry,
-            node.peers,
-            node.tool_listeners,
+            lambda: node.tools.registry,
+            node.peers.directory,
+            node.tools.tool_listeners,
             instructions=_mcp_instructions(node.loaded),
             max_result_tokens=max_result_tokens,
             mounts_settled=lambda: all(
-                server.state != "starting" for server in node.mounts.servers.values()
+                server.state != "starting" for server in node.tools.mounts.servers.values()
             ),
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
-            await _start_background(node, nursery)
+            await node.start(nursery)
             await server.run()
             nursery.cancel_scope.cancel()
     return EXIT_OK
@@ -294,9 +289,9 @@ async def send_once(settings: NodeSettings, target: str, text: str, thread: str 
     handler = setup_logging(settings.project_dir)
     node = Node(loaded)
     node.notice = _notice_lines(sys.stdout, color=_wants_color())
-    node.chat.on_reply = None
+    node.chat.answer_nobody()
     try:
-        entry = node.chat.send(target, text, role="user", context_id=thread)
+        entry = node.chat.desk.send(target, text, role="user", context_id=thread)
     except GbrError as exc:
         print(f"gbr-node: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -305,8 +300,8 @@ async def send_once(settings: NodeSettings, target: str, text: str, thread: str 
         _closing(node),
         trio.open_nursery() as nursery,
     ):
-        await nursery.start(node.chat.outbox.run)
-        settled = await node.chat.outbox.wait_settled(entry.message.message_id, SEND_WAIT_S)
+        await nursery.start(node.chat.desk.outbox.run)
+        settled = await node.chat.desk.outbox.wait_settled(entry.message.message_id, SEND_WAIT_S)
         nursery.cancel_scope.cancel()
     if settled is not None and settled.state == "queued":
         print("still queued: the next `gbr-node run` or `serve` of this project delivers it")
@@ -401,20 +396,20 @@ async def run_interactive(settings: NodeSettings) -> int:
     choice = await choose(settings, node.loaded.profile.model)
     session, journal, resumed = _open_session(settings, node.loaded)
     # A resumed session's agent asked for the approvals its history names: still its own.
-    node.desk.asked_here.update(
+    node.approvals.desk.asked_here.update(
         int(e.meta["approval_id"])
         for e in session.entries
         if isinstance(e.meta.get("approval_id"), int)
     )
-    machine = AgentMachine(session, node.chat_tools, checks=node.check_specs)
-    repl = Repl(node, open_screen(color=_wants_color()))
-    node.runtime = AgentRuntime(
+    machine = AgentMachine(session, node.agent.chat_tools, checks=node.checks.check_specs)
+    repl = Repl(node.repl_control(), open_screen(color=_wants_color()))
+    node.agent.runtime = AgentRuntime(
         machine,
-        node.model,
-        node.dispatcher,
+        node.model.model,
+        node.agent.dispatcher,
         repl.show,
-        checks=lambda: node.checks,
-        changed=node.changed_by_turn,  # each turn's end names the files it changed
+        checks=lambda: node.tools.checks,
+        changed=node.checkpoints.changed_by_turn,  # each turn's end names the files it changed
     )
     try:
         async with trio.open_nursery() as everything:
@@ -432,7 +427,7 @@ async def run_interactive(settings: NodeSettings) -> int:
             await _run_node(settings, node, choice, handler, repl, resumed, len(session.entries))
     finally:
         journal.close()
-        node.library.close()
+        node.close()
     return EXIT_OK
 
 
@@ -446,7 +441,8 @@ async def _run_node(
     entries: int,
 ) -> None:
     """The node's parts for `run`, until cancelled (the REPL cancels when the person leaves)."""
-    runtime = node.runtime
+    runtime = node.agent.runtime
+    model = node.model
     if runtime is None:  # a defect: run_interactive sets it before calling this
         raise RuntimeError("the node's agent runtime is not set")
     say = repl.line
@@ -454,7 +450,7 @@ async def _run_node(
         if choice.configured:
             pass
         elif not embedded_allowed():
-            node.no_model_reason = EMBEDDED_OFF
+            model.no_model_reason = EMBEDDED_OFF
         elif local_model_available(local_name := _pick_local(node.loaded.profile.local.model, say)):
             say(f"{DIM}starting the embedded model (nothing else configured)…{RESET}")
             log_path = settings.project_dir / ".gbr" / "node.log"
@@ -466,16 +462,16 @@ async def _run_node(
                 server = local_model_server(log_path, local_name, progress=progress)
                 local = await stack.enter_async_context(server)
                 choice = local.apply_to(choice)
-                node.embedded = True
+                model.embedded = True
             except ModelError as exc:
                 say(f"{RED}{exc}{RESET}")
-                node.no_model_reason = EMBEDDED_FAILED
-        node.choice = choice
-        stack.push_async_callback(_close_clients, node)  # after the tasks using them end
+                model.no_model_reason = EMBEDDED_FAILED
+        model.choice = choice
+        stack.push_async_callback(model.aclose)  # after the tasks using them end
         if choice.config.base_url and choice.config.model:
-            node.client = ModelClient(node.client_settings(choice))
-        if node.runtime is not None:  # a grammar-bound model is asked about undone changes
-            node.runtime.machine.confirm_changes = node.embedded
+            model.client = ModelClient(model.client_settings(choice))
+        # a grammar-bound model is asked about undone changes
+        runtime.machine.confirm_changes = model.embedded
         try:
             host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
         except GbrError as exc:
@@ -484,16 +480,16 @@ async def _run_node(
                 _host(node, settings, handler, _log_call, listen=())
             )
         nursery = await stack.enter_async_context(trio.open_nursery())
-        window = await node.learn_window()
+        window = await model.learn_window()
         _banner(node, host, say, resumed, entries - 1, window)
-        confinement = await trio.to_thread.run_sync(node.confinement_notice)
+        confinement = await trio.to_thread.run_sync(node.tools.confinement_notice)
         if confinement is not None:
             say(f"{DIM}{confinement}{RESET}")
         await nursery.start(runtime.run)
-        await nursery.start(node.replies.run)
+        await nursery.start(node.chat.replies.run)
         node.notice = repl.notice
-        node.color = repl.color
-        await _start_background(node, nursery)
+        node.approvals.color = repl.color
+        await node.start(nursery)
         await _reach_further(node, host, nursery)
         nursery.start_soon(_dial_known, node)
         repl.ready()
@@ -514,7 +510,7 @@ async def _dial_known(node: Node) -> None:
 
     async def dial(alias: str) -> None:
         try:
-            node.notice(f"{DIM}{await node.dial(alias)}{RESET}")
+            node.notice(f"{DIM}{await node.peers.dial(alias)}{RESET}")
         except GbrError as exc:
             node.notice(f"{YELLOW}peer {alias} not reached: {exc}{RESET}")
             log.info("could not reach peer %s: %s", alias, exc)
@@ -535,32 +531,6 @@ def embedded_allowed() -> bool:
     return os.environ.get("GBR_LOCAL_MODEL", "1") != "0"
 
 
-async def _close_clients(node: Node) -> None:
-    with trio.CancelScope(shield=True):
-        for client in [node.client, *node.retired_clients]:
-            if client is not None:
-                await client.aclose()
-
-
-async def _start_background(node: Node, nursery: trio.Nursery) -> None:
-    """Start the mounted MCP servers (GBR-MCP-01), hot reload (ADR-0012a) and the
-    approval desk (EVD-AI-01) and the chat outbox (EVD-AI-02) in `nursery`."""
-    await nursery.start(node.mounts.run)
-    await nursery.start(node.desk.run)
-    await nursery.start(node.chat.outbox.run)
-    nursery.start_soon(node.redeliver_forever)
-    nursery.start_soon(node.keep_library_current)
-    await _start_watcher(node, nursery)
-
-
-async def _start_watcher(node: Node, nursery: trio.Nursery) -> None:
-    """Start hot reload of the active profile (ADR-0012a) in `nursery`."""
-    send, receive = trio.open_memory_channel(16)
-    node.watcher = ProfileWatcher(node.loaded, send)
-    nursery.start_soon(node.follow_profile, receive)
-    await nursery.start(node.watcher.run)
-
-
 def _banner(
     node: Node,
     host: P2PHost | None,
@@ -571,17 +541,18 @@ def _banner(
 ) -> None:
     loaded = node.loaded
     say(f"gbr-node {__version__} · profile {loaded.name} · root {loaded.root}")
-    if node.client is None:
-        say(f"{RED}{missing_model_help(node.choice, node.no_model_reason)}{RESET}")
-    elif node.choice is not None:
-        say(f"{DIM}model {node.choice.describe()}{RESET}")
+    model = node.model
+    if model.client is None:
+        say(f"{RED}{missing_model_help(model.choice, model.no_model_reason)}{RESET}")
+    elif model.choice is not None:
+        say(f"{DIM}model {model.choice.describe()}{RESET}")
         say(f"{DIM}context window {window.tokens} tokens ({window.source}){RESET}")
     if host is not None:
         addrs = ", ".join(host.addrs) or host.peer_id
         say(f"{DIM}peer {addrs}{RESET}")
     if resumed:
         say(f"{DIM}resumed the last session ({messages} messages){RESET}")
-    count = len(node.chat_tools())
+    count = len(node.agent.chat_tools())
     dialing = [alias for alias, peer in loaded.profile.peers.items() if peer.addrs]
     later = f" (more from {', '.join(dialing)} as they connect)" if dialing else ""
     say(f"{DIM}{count} tools{later} · /help for commands · Ctrl-D leaves{RESET}")

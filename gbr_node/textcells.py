@@ -16,6 +16,16 @@ import re
 
 from rich.cells import cell_len
 
+DIM, RED, YELLOW, GREEN, CYAN, RESET = (
+    "\x1b[2m",
+    "\x1b[31m",
+    "\x1b[33m",
+    "\x1b[32m",
+    "\x1b[36m",
+    "\x1b[0m",
+)
+"""Our own SGR colour codes (the only escapes `visible(keep_sgr=True)` lets pass);
+every service's notices use them, the REPL draws them (`repl.render`)."""
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 HIDDEN = re.compile(

@@ -17,8 +17,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, cast
 
 import trio
 
@@ -27,8 +28,7 @@ from gbr_node.agent.messages import CompactContext, Interrupt, InterruptAndSugge
 from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.errors import GbrError
 from gbr_node.repl.commands import (
-    APPROVAL_COMMANDS,
-    CHAT_COMMANDS,
+    OWN_TABLE,
     CommandError,
     SlashCommand,
     complete,
@@ -39,50 +39,36 @@ from gbr_node.repl.render import DIM, RESET
 from gbr_node.repl.screen import Screen
 from gbr_node.repl.usage import UsageMeter, session_report
 from gbr_node.repl.view import View
+from gbr_node.slash import Command, Commands, TerminalCommands
 
 
-class NodeControl(Protocol):
-    """What the REPL's slash commands need of the running node."""
+class AgentSide(Protocol):
+    """The agent as the REPL drives it (`agent.service.AgentService`)."""
 
     runtime: AgentRuntime | None  # set before the node calls `Repl.ready()`
 
-    def tools_lines(self) -> list[str]: ...
-
-    def peers_lines(self) -> list[str]: ...
-
-    def peer_aliases(self) -> list[str]: ...
-
-    def profile_names(self) -> list[str]: ...
-
-    def pending_approval_ids(self) -> list[int]: ...
-
-    def agent_approval_ids(self) -> list[int]: ...
-
-    def prices(self) -> tuple[str | None, float | None, float | None]:
-        """(model name, US$ per million input tokens, per million output tokens)."""
-        ...
-
-    async def dial(self, multiaddr: str) -> str: ...
-
-    async def env_command(self, args: str) -> str: ...
-
-    async def approvals_command(self, name: str, args: str) -> str: ...
-
-    async def lib_command(self, query: str) -> str: ...
-
     async def with_turn_context(self, prompt: UserPrompt) -> UserPrompt: ...
 
-    async def check_command(self, args: str) -> str: ...
 
-    async def undo_command(self, name: str, args: str) -> str: ...
+@dataclass(frozen=True)
+class NodeControl:
+    """What the REPL needs of the running node (`control.Node.repl_control` wires it):
+    the agent, the lines of its status and Tab completion, and the services that
+    answer the slash commands of `table` beyond the REPL's own (`repl.commands`)."""
 
-    async def chat_command(self, name: str, args: str) -> str:
-        """`/msg ALIAS TEXT`, `/inbox`, `/thread ALIAS [THREAD]`."""
-        ...
+    agent: AgentSide
+    pending_approval_ids: Callable[[], list[int]]
+    agent_approval_ids: Callable[[], list[int]]
+    peer_aliases: Callable[[], list[str]]
+    profile_names: Callable[[], list[str]]
+    prices: Callable[[], tuple[str | None, float | None, float | None]]
+    """(model name, US$ per million input tokens, per million output tokens)."""
+    services: Sequence[Commands] = ()
+    table: Mapping[str, Command] = field(default_factory=lambda: OWN_TABLE)
 
-    def edit_approval(self, args: str) -> str:
-        """`/edit N`, run in a worker thread while it owns the terminal."""
-        ...
+    def owners(self) -> dict[str, Commands]:
+        """Which service answers each command of `table` (the REPL's own: none)."""
+        return {command.name: s for s in self.services for command in s.commands}
 
 
 def interactive_terminal() -> bool:
@@ -115,6 +101,7 @@ class Repl:
 
     def __init__(self, node: NodeControl, screen: Screen) -> None:
         self._node = node
+        self._owners = node.owners()
         self._screen = screen
         self.color = screen.view.color
         self.usage = UsageMeter()
@@ -217,6 +204,7 @@ class Repl:
             aliases=self._node.peer_aliases(),
             approvals=self._screen.view.pending_approvals,
             profiles=self._node.profile_names(),
+            table=self._node.table,
         )
 
     async def _watch_sigint(self) -> None:
@@ -228,7 +216,7 @@ class Repl:
 
     @property
     def _runtime(self) -> AgentRuntime:
-        runtime = self._node.runtime
+        runtime = self._node.agent.runtime
         if runtime is None:  # a defect: lines are handled only once the node is ready
             raise RuntimeError("the REPL handled a line before the node's runtime was set")
         return runtime
@@ -244,14 +232,14 @@ class Repl:
                 await runtime.inbox.send(Interrupt())
             return
         try:
-            parsed = parse_line(text)
+            parsed = parse_line(text, self._node.table)
         except CommandError as exc:
             self._echo(text)
             self.line(str(exc))
             return
         if isinstance(parsed, UserPrompt):
             self._turn_ended = trio.Event()
-            await runtime.inbox.send(await self._node.with_turn_context(parsed))
+            await runtime.inbox.send(await self._node.agent.with_turn_context(parsed))
             if not self._screen.view.live:
                 # Lines from a pipe are a script: each waits for the answer before it.
                 await self._turn_ended.wait()
@@ -272,13 +260,7 @@ class Repl:
             if cmd.name == "quit":
                 raise _Quit
             if cmd.name == "help":
-                out(help_text())
-            elif cmd.name == "tools":
-                out("\n".join(node.tools_lines()) or "no tools")
-            elif cmd.name == "peers":
-                out("\n".join(node.peers_lines()) or "no trusted peers in this profile")
-            elif cmd.name == "dial":
-                out(await node.dial(cmd.args))
+                out(help_text(node.table))
             elif cmd.name == "history":
                 out(history_text(self._runtime))
             elif cmd.name == "clear":
@@ -289,29 +271,19 @@ class Repl:
             elif cmd.name == "usage":
                 model, price_in, price_out = node.prices()
                 out(session_report(self.usage.session, model, (price_in, price_out)))
-            elif cmd.name == "env":
-                text = await node.env_command(cmd.args)
-                if text:
-                    out(text)
-            elif cmd.name == "lib":
-                out(await node.lib_command(cmd.args))
-            elif cmd.name == "check":
-                out(await node.check_command(cmd.args))
-            elif cmd.name in ("undo", "checkpoints"):
-                out(await node.undo_command(cmd.name, cmd.args))
-            elif cmd.name in CHAT_COMMANDS:
-                text = await node.chat_command(cmd.name, cmd.args)
-                if text:
-                    out(text)
-            elif cmd.name == "edit":
-                future = self._screen.suspend(lambda: node.edit_approval(cmd.args))
+            elif node.table[cmd.name].in_terminal:
+                service = cast(TerminalCommands, self._owners[cmd.name])
+                future = self._screen.suspend(
+                    lambda: service.terminal_command(cmd.name, cmd.args)
+                )
                 out(await trio.to_thread.run_sync(future.result))
-            elif cmd.name in APPROVAL_COMMANDS:
-                out(await node.approvals_command(cmd.name, cmd.args))
+            else:
+                text = await self._owners[cmd.name].command(cmd.name, cmd.args)
+                if text:
+                    out(text)
         except GbrError as exc:
             out(f"error: {exc}")
-        if cmd.name in APPROVAL_COMMANDS:
-            self._refresh_approvals()
+        self._refresh_approvals()
 
 
 def history_text(runtime: AgentRuntime) -> str:

@@ -10,40 +10,44 @@ closest known command. `complete` gives the Tab completions of a line.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gbr_node.agent.messages import InterruptAndSuggest, UserPrompt
 from gbr_node.errors import GbrError
+from gbr_node.slash import Command
 
-COMMANDS: dict[str, tuple[str, str]] = {
-    "help": ("", "show this help"),
-    "s": ("TEXT", "interrupt the answer and steer it with TEXT (also /suggestion)"),
-    "tools": ("", "list the tools the model can call (local and from peers)"),
-    "peers": ("", "list trusted peers and whether they are connected"),
-    "dial": ("ALIAS|MULTIADDR", "connect to a trusted peer and learn its tools"),
-    "history": ("", "show the conversation, with interrupted parts marked"),
-    "clear": ("", "forget the conversation (the system prompt stays)"),
-    "compact": ("", "leave old turns out of the next requests (/history keeps them)"),
-    "usage": ("", "tokens, time and tool calls of this session (and cost, if priced)"),
-    "env": ("[all|use NAME]", "the profile in one screen (all: whole); use NAME switches; reload"),
-    "check": ("[run]", "show the last write check's full output; /check run runs the checks now"),
-    "undo": ("[N]", "take back the files the last (N) turns changed"),
-    "checkpoints": ("", "recent turns and peers' calls with the files each changed"),
-    "approvals": ("[--all]", "list approvals of protected writes (pending ones by default)"),
-    "show": ("N", "details and diff of approval N"),
-    "approve": ("N [--force]", "approve approval N and apply it"),
-    "reject": ("N [REASON]", "refuse approval N; the reason reaches the requester"),
-    "edit": ("N", "open $EDITOR on approval N's content; the edited text is written"),
-    "lib": ("QUERY", "search the installed libraries' source (what search_library sees)"),
-    "msg": ("ALIAS TEXT", "send TEXT to the trusted peer ALIAS (queued until delivered)"),
-    "inbox": ("", "list the conversations with other agents"),
-    "thread": ("ALIAS [THREAD]", "show the latest (or THREAD's) conversation with ALIAS"),
-    "quit": ("", "leave (Ctrl-D also leaves; Ctrl-C stops the current answer)"),
-}
+OWN_COMMANDS = (
+    Command("help", "", "show this help"),
+    Command(
+        "s",
+        "TEXT",
+        "interrupt the answer and steer it with TEXT (also /suggestion)",
+        needs_argument=True,
+    ),
+    Command("history", "", "show the conversation, with interrupted parts marked"),
+    Command("clear", "", "forget the conversation (the system prompt stays)"),
+    Command("compact", "", "leave old turns out of the next requests (/history keeps them)"),
+    Command("usage", "", "tokens, time and tool calls of this session (and cost, if priced)"),
+)
+"""The REPL's own commands: they act on the conversation it draws."""
+QUIT = Command("quit", "", "leave (Ctrl-D also leaves; Ctrl-C stops the current answer)")
 ALIASES = {"suggestion": "s", "exit": "quit", "q": "quit", "?": "help"}
-NEEDS_ARGUMENT = {"s", "dial", "show", "approve", "reject", "edit", "lib", "msg", "thread"}
-CHAT_COMMANDS = {"msg", "inbox", "thread"}
-APPROVAL_COMMANDS = {"approvals", "show", "approve", "reject", "edit"}
+
+
+def command_table(*lists: Sequence[Command]) -> dict[str, Command]:
+    """The REPL's command table: its own commands, then each service's list in the
+    order given (the `/help` order), then `/quit`. ValueError on a name twice."""
+    table: dict[str, Command] = {}
+    for command in (*OWN_COMMANDS, *(c for commands in lists for c in commands), QUIT):
+        if command.name in table or command.name in ALIASES:
+            raise ValueError(f"two slash commands are called /{command.name}")
+        table[command.name] = command
+    return table
+
+
+OWN_TABLE = command_table()
+"""The table of a REPL with no service behind it (the REPL's own commands only)."""
 
 
 class CommandError(GbrError):
@@ -61,8 +65,9 @@ class SlashCommand:
 Parsed = UserPrompt | InterruptAndSuggest | SlashCommand | None
 
 
-def parse_line(line: str) -> Parsed:
-    """Turn one input line into what it asks for; None for a blank line.
+def parse_line(line: str, table: Mapping[str, Command] = OWN_TABLE) -> Parsed:
+    """Turn one input line into what it asks for, by the command `table`
+    (`command_table`); None for a blank line.
 
     Raises CommandError for an unknown command or a missing argument.
     """
@@ -76,34 +81,22 @@ def parse_line(line: str) -> Parsed:
     word, _, args = text[1:].partition(" ")
     args = args.strip()
     name = ALIASES.get(word.lower(), word.lower())
-    if name not in COMMANDS:
-        close = difflib.get_close_matches(name, list(COMMANDS) + list(ALIASES), n=1)
+    if name not in table:
+        close = difflib.get_close_matches(name, list(table) + list(ALIASES), n=1)
         hint = f"; did you mean /{close[0]}?" if close else "; /help lists the commands"
         raise CommandError(f"unknown command /{word}{hint}")
-    if name in NEEDS_ARGUMENT and not args:
-        raise CommandError(f"/{name} needs {COMMANDS[name][0]}")
+    if table[name].needs_argument and not args:
+        raise CommandError(f"/{name} needs {table[name].argument}")
     if name == "s":
         return InterruptAndSuggest(args)
     return SlashCommand(name, args)
 
 
-def help_text() -> str:
-    """The `/help` listing, one command per line."""
-    rows = [(f"/{name} {arg}".rstrip(), desc) for name, (arg, desc) in COMMANDS.items()]
+def help_text(table: Mapping[str, Command] = OWN_TABLE) -> str:
+    """The `/help` listing of `table`, one command per line."""
+    rows = [(f"/{c.name} {c.argument}".rstrip(), c.description) for c in table.values()]
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"  {left.ljust(width)}  {desc}" for left, desc in rows)
-
-
-ARGUMENT_KINDS = {
-    "dial": "alias",
-    "msg": "alias",
-    "thread": "alias",
-    "show": "approval",
-    "approve": "approval",
-    "reject": "approval",
-    "edit": "approval",
-    "env": "env",
-}
 
 
 def complete(
@@ -112,6 +105,7 @@ def complete(
     aliases: list[str] | tuple[str, ...] = (),
     approvals: list[int] | tuple[int, ...] = (),
     profiles: list[str] | tuple[str, ...] = (),
+    table: Mapping[str, Command] = OWN_TABLE,
 ) -> list[str]:
     """The Tab completions of `before` (the line up to the cursor), each the whole
     line completed: slash commands and their aliases, then after `/dial` a
@@ -121,9 +115,10 @@ def complete(
         return []
     word, space, rest = before[1:].partition(" ")
     if not space:
-        names = sorted({*COMMANDS, *ALIASES})
+        names = sorted({*table, *ALIASES})
         return [f"/{name}" for name in names if name.startswith(word.lower())]
-    kind = ARGUMENT_KINDS.get(ALIASES.get(word.lower(), word.lower()))
+    command = table.get(ALIASES.get(word.lower(), word.lower()))
+    kind = command.completes if command else None
     head = before[: len(before) - len(rest)]
     if kind == "env":
         if not rest.startswith("use "):

@@ -14,16 +14,14 @@ from typing import Any
 from rich.cells import cell_len
 
 from gbr_node.agent.messages import ToolExecutionFeedback
+from gbr_node.textcells import CYAN as CYAN
+from gbr_node.textcells import DIM as DIM
+from gbr_node.textcells import GREEN as GREEN
+from gbr_node.textcells import RED as RED
+from gbr_node.textcells import RESET as RESET
+from gbr_node.textcells import YELLOW as YELLOW
 from gbr_node.textcells import cut
 
-DIM, RED, YELLOW, GREEN, CYAN, RESET = (
-    "\x1b[2m",
-    "\x1b[31m",
-    "\x1b[33m",
-    "\x1b[32m",
-    "\x1b[36m",
-    "\x1b[0m",
-)
 ARG_WIDTH = 60
 VALUE_WIDTH = 40
 OUTCOME_WIDTH = 120

@@ -1019,23 +1019,23 @@ async def run_task(
     root = make_project(base, task)
     before = snapshot(root)
     node = Node(load_profile(root, "default"))
-    node.embedded = True
-    settings = node.client_settings(choice)  # what `gbr-node run` uses for the embedded model
+    node.model.embedded = True
+    settings = node.model.client_settings(choice)  # what `gbr-node run` uses for the embedded model
     if not grammar:
         settings = replace(settings, tool_grammar=False)
     session = Session(node.loaded.system_prompt)
     context = ContextManager(Window(n_ctx, "embedded model"))
-    machine = AgentMachine(session, node.chat_tools, SMALL_MODEL_MAX_STEPS, context)
+    machine = AgentMachine(session, node.agent.chat_tools, SMALL_MODEL_MAX_STEPS, context)
     machine.confirm_changes = settings.tool_grammar  # as `gbr-node run` sets it
     shown: list[Show] = []
     started = time.monotonic()
     async with ModelClient(settings) as client:
-        node.client = client
-        runtime = AgentRuntime(machine, node.model, node.dispatcher, shown.append)
+        node.model.client = client
+        runtime = AgentRuntime(machine, node.model.model, node.agent.dispatcher, shown.append)
         async with trio.open_nursery() as nursery:
             await nursery.start(runtime.run)
-            node.runtime = runtime
-            await runtime.inbox.send(await node.with_turn_context(UserPrompt(task.prompt)))
+            node.agent.runtime = runtime
+            await runtime.inbox.send(await node.agent.with_turn_context(UserPrompt(task.prompt)))
             await trio.sleep(0)
             with trio.move_on_after(timeout_s):
                 await trio.sleep(0.05)

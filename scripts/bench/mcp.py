@@ -179,7 +179,7 @@ async def _measure(args: argparse.Namespace, work: Path) -> dict:
                 assert not result.is_error, result
 
             async def bare_local() -> None:
-                result = await node.registry.run("read_file", {"path": "kib.txt"})
+                result = await node.tools.registry.run("read_file", {"path": "kib.txt"})
                 assert not result.is_error, result
 
             async def mcp_peer() -> None:

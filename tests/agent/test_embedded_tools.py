@@ -35,14 +35,14 @@ async def run_turn(tmp_path, server: ModelServer, embedded: bool) -> list:
         f'[model]\nbase_url = "{server.base_url}"\nmodel = "test-model"\n'
     )
     node = Node(load_profile(tmp_path, "default"))
-    node.embedded = embedded
-    node.choice = choose_model(node.loaded.profile.model, {})
+    node.model.embedded = embedded
+    node.model.choice = choose_model(node.loaded.profile.model, {})
     shown: list = []
     session = Session(node.loaded.system_prompt)
-    async with ModelClient(node.client_settings(node.choice)) as client:
-        node.client = client
-        machine = AgentMachine(session, node.chat_tools)
-        runtime = AgentRuntime(machine, node.model, node.dispatcher, shown.append)
+    async with ModelClient(node.model.client_settings(node.model.choice)) as client:
+        node.model.client = client
+        machine = AgentMachine(session, node.agent.chat_tools)
+        runtime = AgentRuntime(machine, node.model.model, node.agent.dispatcher, shown.append)
         async with trio.open_nursery() as nursery:
             await nursery.start(runtime.run)
             await runtime.inbox.send(UserPrompt("Create hello.txt saying Hello"))
@@ -120,8 +120,8 @@ async def test_the_library_note_is_left_out_when_no_library_tool_is_offered(tmp_
     node = Node(load_profile(tmp_path, "default"))
     session = Session(node.loaded.system_prompt)
     session.append({"role": "user", "content": "hi"})
-    machine = AgentMachine(session, node.chat_tools)
-    tools = node.chat_tools()
+    machine = AgentMachine(session, node.agent.chat_tools)
+    tools = node.agent.chat_tools()
     prepared = machine.context.prepare(session, tools)
     assert "search_library" not in prepared.messages[0]["content"]
     with_library = [*tools, {"type": "function", "function": {"name": "search_library"}}]
@@ -175,21 +175,21 @@ async def run_turn_with_context(tmp_path, server: ModelServer) -> list:
         f'[model]\nbase_url = "{server.base_url}"\nmodel = "test-model"\n'
     )
     node = Node(load_profile(tmp_path, "default"))
-    node.embedded = True
-    node.choice = choose_model(node.loaded.profile.model, {})
+    node.model.embedded = True
+    node.model.choice = choose_model(node.loaded.profile.model, {})
     shown: list = []
-    async with ModelClient(node.client_settings(node.choice)) as client:
-        node.client = client
-        machine = AgentMachine(Session(node.loaded.system_prompt), node.chat_tools)
+    async with ModelClient(node.model.client_settings(node.model.choice)) as client:
+        node.model.client = client
+        machine = AgentMachine(Session(node.loaded.system_prompt), node.agent.chat_tools)
         machine.confirm_changes = True
-        node.runtime = AgentRuntime(machine, node.model, node.dispatcher, shown.append)
+        node.agent.runtime = AgentRuntime(machine, node.model.model, node.agent.dispatcher, shown.append)
         async with trio.open_nursery() as nursery:
-            await nursery.start(node.runtime.run)
-            prompt = await node.with_turn_context(UserPrompt("add an is_even function"))
-            await node.runtime.inbox.send(prompt)
+            await nursery.start(node.agent.runtime.run)
+            prompt = await node.agent.with_turn_context(UserPrompt("add an is_even function"))
+            await node.agent.runtime.inbox.send(prompt)
             with trio.fail_after(20):
                 await trio.sleep(0.05)
-                await node.runtime.wait_idle()
+                await node.agent.runtime.wait_idle()
             nursery.cancel_scope.cancel()
     node.approvals.close()
     return shown

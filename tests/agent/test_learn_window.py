@@ -23,10 +23,10 @@ def make_node(tmp_path, server: ModelServer, profile: str = "") -> Node:
         f'{profile}\n[model]\nbase_url = "{server.base_url}"\nmodel = "test-model"\n'
     )
     node = Node(load_profile(tmp_path, "default"))
-    node.choice = choose_model(node.loaded.profile.model, {})
-    node.client = ModelClient(ClientSettings(base_url=server.base_url, model="test-model"))
+    node.model.choice = choose_model(node.loaded.profile.model, {})
+    node.model.client = ModelClient(ClientSettings(base_url=server.base_url, model="test-model"))
     machine = AgentMachine(Session("x"), lambda: [])
-    node.runtime = AgentRuntime(machine, node.model, Dispatcher(lambda: node.registry), print)
+    node.agent.runtime = AgentRuntime(machine, node.model.model, Dispatcher(lambda: node.tools.registry), print)
     return node
 
 
@@ -45,12 +45,12 @@ async def test_the_window_comes_from_profile_server_or_default_and_sets_the_step
 ):
     with ModelServer(context_tokens=server_window) as server:
         node = make_node(tmp_path, server, profile)
-        node.embedded = embedded
-        window = await node.learn_window()
-        await node.client.aclose()
+        node.model.embedded = embedded
+        window = await node.model.learn_window()
+        await node.model.client.aclose()
     assert (window.tokens, window.source) == (tokens, source)
-    assert node.runtime.machine.context.window == window
-    assert node.runtime.machine.max_steps == steps
+    assert node.agent.runtime.machine.context.window == window
+    assert node.agent.runtime.machine.max_steps == steps
 
 
 async def test_the_profile_context_tokens_wins_over_the_server(tmp_path):
@@ -60,6 +60,6 @@ async def test_the_profile_context_tokens_wins_over_the_server(tmp_path):
             f'[model]\nbase_url = "{server.base_url}"\nmodel = "m"\ncontext_tokens = 32768\n'
         )
         node = Node(load_profile(tmp_path, "default"))
-        node.choice = choose_model(node.loaded.profile.model, {})
-        window = await node.learn_window()
+        node.model.choice = choose_model(node.loaded.profile.model, {})
+        window = await node.model.learn_window()
     assert (window.tokens, window.source) == (32768, "profile [model] context_tokens")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gbr_node.control import REDELIVERY_INTERVAL_S
+from gbr_node.approvals.service import REDELIVERY_INTERVAL_S
 from tests.e2e.conftest import gbr, write_profile
 from tests.e2e.p2p_helpers import Identity, ServeProcess, gbr_call
 from tests.support.replies import text_reply, tool_call_reply

@@ -230,10 +230,10 @@ def test_a_defect_after_the_repl_started_is_one_line_on_screen_and_logged_whole(
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(  # the defect: learning the window fails
-        "import gbr_node.control as c\n"
+        "import gbr_node.agent.model as m\n"
         "async def boom(self):\n"
         "    raise RuntimeError('injected defect')\n"
-        "c.Node.learn_window = boom\n",
+        "m.ModelService.learn_window = boom\n",
         encoding="utf-8",
     )
     term = Terminal(spawn_node(fresh, "run", env={"PYTHONPATH": str(site)}))

@@ -161,8 +161,8 @@ async def test_under_the_grammar_every_first_answer_is_a_valid_call_or_text(
     (tmp_path / ".gbr_envs").mkdir()
     (tmp_path / ".gbr_envs" / "default.toml").write_text(default_template(), encoding="utf-8")
     node = Node(load_profile(tmp_path, "default"))
-    node.embedded = True
-    tools = node.chat_tools()
+    node.model.embedded = True
+    tools = node.agent.chat_tools()
     system = {"role": "system", "content": node.loaded.system_prompt}
     async with ModelClient(local_settings(local, tool_grammar=True)) as client:
         for prompt in GRAMMAR_PROMPTS:

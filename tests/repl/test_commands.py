@@ -5,6 +5,7 @@ import pytest
 from gbr_node.agent.messages import InterruptAndSuggest, UserPrompt
 from gbr_node.config.profile import ModelConfig
 from gbr_node.llm.choice import OLLAMA_BASE_URL, choose_model, with_ollama
+from gbr_node.control import REPL_COMMANDS
 from gbr_node.repl.commands import CommandError, SlashCommand, help_text, parse_line
 
 
@@ -25,21 +26,21 @@ from gbr_node.repl.commands import CommandError, SlashCommand, help_text, parse_
     ],
 )
 def test_lines_parse_to_what_they_ask_for(line, expected):
-    assert parse_line(line) == expected
+    assert parse_line(line, REPL_COMMANDS) == expected
 
 
 def test_unknown_command_suggests_the_closest():
     with pytest.raises(CommandError, match="did you mean /history"):
-        parse_line("/histroy")
+        parse_line("/histroy", REPL_COMMANDS)
 
 
 def test_suggestion_without_text_is_an_error_not_an_empty_interrupt():
     with pytest.raises(CommandError, match="/s needs TEXT"):
-        parse_line("/s")
+        parse_line("/s", REPL_COMMANDS)
 
 
 def test_help_lists_every_command():
-    text = help_text()
+    text = help_text(REPL_COMMANDS)
     for name in ("/help", "/s TEXT", "/tools", "/peers", "/dial", "/history", "/clear", "/quit"):
         assert name in text
 
@@ -81,14 +82,18 @@ def test_tab_completes_commands_aliases_approval_ids_and_profiles(before, expect
     from gbr_node.repl.commands import complete
 
     options = complete(
-        before, aliases=["bob", "bobby"], approvals=[3, 12], profiles=["default", "reviewer"]
+        before,
+        aliases=["bob", "bobby"],
+        approvals=[3, 12],
+        profiles=["default", "reviewer"],
+        table=REPL_COMMANDS,
     )
     assert options == expected
 
 
 def test_tab_completes_every_command_that_help_lists():
-    from gbr_node.repl.commands import COMMANDS, complete
+    from gbr_node.repl.commands import complete
 
-    for name in COMMANDS:
-        assert f"/{name}" in complete(f"/{name[:2]}"), name
-    assert complete("/comp") == ["/compact"]
+    for name in REPL_COMMANDS:
+        assert f"/{name}" in complete(f"/{name[:2]}", table=REPL_COMMANDS), name
+    assert complete("/comp", table=REPL_COMMANDS) == ["/compact"]
