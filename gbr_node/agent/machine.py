@@ -71,11 +71,10 @@ from gbr_node.agent.messages import (
     UpdateEnv,
     UserPrompt,
 )
+from gbr_node.agent.retries import CheckRetries
 from gbr_node.agent.session import INTERRUPTED_MARK, Session
 from gbr_node.checks.builtin import BUILTIN_MAX_RETRIES
-from gbr_node.checks.diagnostics import plural
 from gbr_node.checks.plan import CheckSpec, CheckTarget, targets
-from gbr_node.checks.verdict import closing_line
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
 from gbr_node.llm.grammar import NODE_NOTE, seen_in_turn
@@ -229,8 +228,7 @@ class AgentMachine:
         self._repeats: Counter[tuple[str, str, str]] = Counter()
         self._checks = checks
         self._turn = 0
-        self._baselined: set[CheckTarget] = set()
-        self._retries: Counter[str] = Counter()  # per check set, this turn
+        self._retries = CheckRetries()  # per check set, and the baselines, this turn
         self._held: list[tuple[ToolExecutionFeedback, ToolCall | InvalidToolCall, str]] = []
         self._cancel_checks = False  # a baseline or check of this inference may run
         self.confirm_changes = False
@@ -347,7 +345,7 @@ class AgentMachine:
             else:
                 actions.append(Show("tool_start", call.name, {"call": call}))
                 actions.append(RunTool(self._current_prompt(), call, self._turn, turn_seen))
-                baseline += self._needs_baseline(call)
+                baseline += self._retries.needs_baseline(self._checks(), _paths_of(call))
         if baseline:
             self._cancel_checks = True
             actions.insert(0, TakeBaseline(self._current_prompt(), self._turn, tuple(baseline)))
@@ -493,19 +491,11 @@ class AgentMachine:
         changed: list[str] = []
         for call in self._calls:
             feedback = self._results[call.id]
-            repeats = self._count_repeat(call, feedback)
+            repeats = _count_repeat(self._repeats, call, feedback)
             note = ""
             if repeats >= RUNAWAY_REPEATS:
-                failed = feedback.failed
-                runaway = (call.name, failed)
-                note = (
-                    f"\n[stopped: this same call failed {repeats} times with the same error, "
-                    "so the turn was ended. Do not repeat it; change the arguments or tell "
-                    "the person what went wrong.]"
-                    if failed
-                    else f"\n[stopped: this same call gave this same result {repeats} times, "
-                    "so the turn was ended. Do not repeat it; answer from the result.]"
-                )
+                runaway = (call.name, feedback.failed)
+                note = _runaway_note(repeats, feedback.failed)
             held.append((feedback, call, note))
             changed += _changed_paths(call, feedback)
             acting = call.name.rpartition(REMOTE_SEPARATOR)[2] in ACTING_TOOLS
@@ -535,55 +525,14 @@ class AgentMachine:
     def _judge_parses(
         self, held: Sequence[tuple[ToolExecutionFeedback, ToolCall | InvalidToolCall, str]]
     ) -> tuple[list[Action], bool]:
-        """The built-in parse check (GBR-TRUTH-01): the local writes of this answer that
-        left a file unparsable (their error results carry `structured["parse"]`) count
-        as retries of check KIND, like a `[checks.NAME]` failure. Returns one status
-        line per kind, and True when a kind has spent its `BUILTIN_MAX_RETRIES` (then
-        the lines are the turn's closing lines)."""
-        broken: dict[str, list[dict[str, Any]]] = {}
-        for feedback, _, _ in held:
-            parse = _parse_breakage(feedback)
-            if parse is not None:
-                broken.setdefault(str(parse.get("kind")), []).append(parse)
-        lines: list[Action] = []
-        exhausted = False
-        for kind, found in broken.items():
-            paths = ", ".join(dict.fromkeys(str(p.get("path")) for p in found))
-            key = f"builtin {kind}"  # apart from a `[checks.python]` set's retries
-            if self._retries[key] < BUILTIN_MAX_RETRIES:
-                self._retries[key] += 1
-                count = f"{self._retries[key]}/{BUILTIN_MAX_RETRIES}"
-                said = f"check {kind}: {paths} does not parse -> retry {count}"
-                lines.append(Show("check", said))
-            else:
-                exhausted = True
-                errors = plural(len(found), "error")
-                lines.append(Show("check", closing_line(kind, errors, paths)))
-        return lines, exhausted
+        """The built-in parse check of this answer's writes (`CheckRetries.judge_parses`)."""
+        broken = [p for f, _, _ in held if (p := _parse_breakage(f)) is not None]
+        said, exhausted = self._retries.judge_parses(broken)
+        return [Show("check", line) for line in said], exhausted
 
     def _on_check_done(self, msg: CheckDone) -> list[Action]:
-        specs = {spec.name: spec for spec in self._checks()}
-        lines: list[Action] = []
-        notes: list[str] = []
-        retry = exhausted_all = False
-        failing = [v for v in msg.verdicts if v.failing]
-        for verdict in msg.verdicts:
-            limit = specs[verdict.name].max_retries if verdict.name in specs else 0
-            if verdict.failing and self._retries[verdict.name] < limit:
-                self._retries[verdict.name] += 1
-                retry = True
-                count = self._retries[verdict.name]
-                lines.append(Show("check", verdict.status_line(count, limit, exhausted=False)))
-                notes.append(verdict.note())
-            elif verdict.failing:
-                lines.append(Show("check", verdict.status_line(0, limit, exhausted=True)))
-                notes.append(verdict.note(exhausted=True, max_retries=limit))
-            else:
-                spent = self._retries[verdict.name]
-                lines.append(Show("check", verdict.status_line(spent, limit, exhausted=False)))
-                if spent or verdict.timed_out is not None or verdict.not_run is not None:
-                    notes.append(verdict.note())
-        exhausted_all = bool(failing) and not retry
+        said, notes, exhausted_all = self._retries.judge_verdicts(msg.verdicts, self._checks())
+        lines: list[Action] = [Show("check", line) for line in said]
         held, self._held = self._held, []
         self._cancel_checks = False
         last = max(
@@ -602,32 +551,12 @@ class AgentMachine:
         self._calls, self._results = [], {}
         return self._start()
 
-    def _needs_baseline(self, call: ToolCall) -> list[CheckTarget]:
-        """The check targets `call` may change that this turn has no baseline of yet."""
-        found = [t for t in targets(self._checks(), _paths_of(call)) if t not in self._baselined]
-        self._baselined.update(found)
-        return found
-
     def _new_turn(self) -> None:
         self._acted, self._confirmed = False, 0
         self._steps = 0
         self._repeats.clear()
         self._turn += 1
-        self._baselined.clear()
         self._retries.clear()
-
-    def _count_repeat(
-        self, call: ToolCall | InvalidToolCall, feedback: ToolExecutionFeedback
-    ) -> int:
-        """How many times this turn the same tool and arguments got this same result: any
-        error, or a success of a tool that changes no file (a change repeated is the write
-        checks' to judge)."""
-        changed = not feedback.failed or _parse_breakage(feedback) is not None
-        if changed and call.name in CHANGING_TOOLS:
-            return 0
-        key = (call.name, _arguments_key(call), feedback.as_text())
-        self._repeats[key] += 1
-        return self._repeats[key]
 
     def _append_result(
         self,
@@ -635,22 +564,7 @@ class AgentMachine:
         call: ToolCall | InvalidToolCall | None = None,
         note: str = "",
     ) -> None:
-        meta: dict[str, Any] = {
-            "tool": feedback.tool,
-            "peer": feedback.peer,
-            "elapsed_s": feedback.elapsed_s,
-        }
-        result = feedback.result or {}
-        structured = result.get("structuredContent") or {}
-        if structured.get("status") == "pending_approval":
-            meta.update(approval_id=structured.get("approval_id"), path=structured.get("path"))
-        elif isinstance(call, ToolCall) and _changed_paths(call, feedback):
-            key = CHANGING_TOOLS.get(call.name)
-            if call.name == "move_path":
-                meta["changed"] = f"{call.arguments.get('source')} -> "
-                meta["changed"] += str(call.arguments.get("destination"))
-            elif key and isinstance(call.arguments.get(key), str):
-                meta["changed"] = call.arguments[key]
+        meta = _result_meta(feedback, call)
         self.session.append(_tool_message(feedback.call_id, feedback.as_text() + note), **meta)
 
     def _turn_end(self, text: str = "", cut: str | None = None) -> Show:
@@ -674,6 +588,60 @@ class AgentMachine:
         self._calls, self._results = [], {}
         self._held = []
         self._cancel_checks = False
+
+
+def _count_repeat(
+    repeats: Counter[tuple[str, str, str]],
+    call: ToolCall | InvalidToolCall,
+    feedback: ToolExecutionFeedback,
+) -> int:
+    """How many times this turn (`repeats`, counted here) the same tool and arguments
+    got this same result: any error, or a success of a tool that changes no file (a
+    change repeated is the write checks' to judge)."""
+    changed = not feedback.failed or _parse_breakage(feedback) is not None
+    if changed and call.name in CHANGING_TOOLS:
+        return 0
+    key = (call.name, _arguments_key(call), feedback.as_text())
+    repeats[key] += 1
+    return repeats[key]
+
+
+def _runaway_note(repeats: int, failed: bool) -> str:
+    """The note on a call's result that ended the turn as a runaway."""
+    if failed:
+        return (
+            f"\n[stopped: this same call failed {repeats} times with the same error, "
+            "so the turn was ended. Do not repeat it; change the arguments or tell "
+            "the person what went wrong.]"
+        )
+    return (
+        f"\n[stopped: this same call gave this same result {repeats} times, "
+        "so the turn was ended. Do not repeat it; answer from the result.]"
+    )
+
+
+def _result_meta(
+    feedback: ToolExecutionFeedback, call: ToolCall | InvalidToolCall | None
+) -> dict[str, Any]:
+    """The session entry's meta of a tool result: the tool, peer and time; the approval
+    it waits for, or the path it changed."""
+    meta: dict[str, Any] = {
+        "tool": feedback.tool,
+        "peer": feedback.peer,
+        "elapsed_s": feedback.elapsed_s,
+    }
+    result = feedback.result or {}
+    structured = result.get("structuredContent") or {}
+    if structured.get("status") == "pending_approval":
+        meta.update(approval_id=structured.get("approval_id"), path=structured.get("path"))
+    elif isinstance(call, ToolCall) and _changed_paths(call, feedback):
+        key = CHANGING_TOOLS.get(call.name)
+        if call.name == "move_path":
+            meta["changed"] = f"{call.arguments.get('source')} -> "
+            meta["changed"] += str(call.arguments.get("destination"))
+        elif key and isinstance(call.arguments.get(key), str):
+            meta["changed"] = call.arguments[key]
+    return meta
 
 
 def _paths_of(call: ToolCall | InvalidToolCall) -> list[str]:

@@ -126,7 +126,80 @@ def default_path(project_dir: str | os.PathLike[str]) -> Path:
     return Path(project_dir) / ".gbr" / "checkpoints.db"
 
 
-class CheckpointStore:
+class CheckpointReader:
+    """The queries of a checkpoint store that change nothing: what a group changed,
+    the newest groups, which groups an undo takes back (`CheckpointStore` keeps)."""
+
+    _lock: threading.RLock
+    _db: sqlite3.Connection
+    _db_path: Path
+    _reader: sqlite3.Connection | None
+    _reader_lock: threading.Lock
+
+    def changed_by(self, key: str) -> list[str]:
+        """The paths group `key` (an `Owner.key`, e.g. "turn ID") really changed, sorted:
+        those whose state after differs from the state before, and those whose change
+        never settled (it may have happened). [] for an unknown group. Reads through
+        a connection of its own, so it never waits for a change being kept (WAL):
+        quick enough for the event loop (GBR-TRUTH-01)."""
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = sqlite3.connect(
+                    self._db_path, timeout=1.0, isolation_level=None, check_same_thread=False
+                )
+            rows = self._reader.execute(
+                "SELECT e.path FROM entries e JOIN groups g ON g.id = e.group_id "
+                "WHERE g.key = ? AND (e.settled = 0 OR e.prior_sha IS NOT e.after_sha "
+                "OR e.prior_mode IS NOT e.after_mode) ORDER BY e.path",
+                (key,),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def groups(self, limit: int = 20) -> list[Group]:
+        """The `limit` newest groups, newest first, with their paths."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, kind, label, created, undone FROM groups ORDER BY id DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+            found = []
+            for group, kind, label, created, undone in rows:
+                paths = self._db.execute(
+                    "SELECT path FROM entries WHERE group_id = ? ORDER BY path", (group,)
+                ).fetchall()
+                found.append(
+                    Group(group, kind, label, created, bool(undone), tuple(p[0] for p in paths))
+                )
+            return found
+
+    def select(
+        self, *, turns: int = 1, group: int | None = None, peer: str | None = None
+    ) -> list[int]:
+        """The ids of the groups to undo, newest first: group `group`, or the newest not
+        undone group of `peer` (its alias), or the `turns` newest not undone groups
+        of this node's agent and of undos. Raises NothingToUndo."""
+        with self._lock:
+            if group is not None:
+                rows = self._db.execute("SELECT id FROM groups WHERE id = ?", (group,)).fetchall()
+            elif peer is not None:
+                rows = self._db.execute(
+                    "SELECT id FROM groups WHERE kind = 'peer' AND label = ? AND undone = 0 "
+                    "ORDER BY id DESC LIMIT 1",
+                    (peer,),
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT id FROM groups WHERE kind IN ('turn', 'undo') AND undone = 0 "
+                    "ORDER BY id DESC LIMIT ?",
+                    (turns,),
+                ).fetchall()
+        if not rows:
+            what = f"group {group}" if group else f"call of peer {peer}" if peer else "turn"
+            raise NothingToUndo(f"no {what} to undo")
+        return [int(row[0]) for row in rows]
+
+
+class CheckpointStore(CheckpointReader):
     """The checkpoints of the files under `root`, kept in `db_path` and the `blobs`
     folder beside it. Raises GbrError when the database cannot be opened."""
 
@@ -395,43 +468,7 @@ class CheckpointStore:
             )
         return ""
 
-    # -- listing, eviction, undo ----------------------------------------------
-
-    def changed_by(self, key: str) -> list[str]:
-        """The paths group `key` (an `Owner.key`, e.g. "turn ID") really changed, sorted:
-        those whose state after differs from the state before, and those whose change
-        never settled (it may have happened). [] for an unknown group. Reads through
-        a connection of its own, so it never waits for a change being kept (WAL):
-        quick enough for the event loop (GBR-TRUTH-01)."""
-        with self._reader_lock:
-            if self._reader is None:
-                self._reader = sqlite3.connect(
-                    self._db_path, timeout=1.0, isolation_level=None, check_same_thread=False
-                )
-            rows = self._reader.execute(
-                "SELECT e.path FROM entries e JOIN groups g ON g.id = e.group_id "
-                "WHERE g.key = ? AND (e.settled = 0 OR e.prior_sha IS NOT e.after_sha "
-                "OR e.prior_mode IS NOT e.after_mode) ORDER BY e.path",
-                (key,),
-            ).fetchall()
-        return [row[0] for row in rows]
-
-    def groups(self, limit: int = 20) -> list[Group]:
-        """The `limit` newest groups, newest first, with their paths."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, kind, label, created, undone FROM groups ORDER BY id DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
-            found = []
-            for group, kind, label, created, undone in rows:
-                paths = self._db.execute(
-                    "SELECT path FROM entries WHERE group_id = ? ORDER BY path", (group,)
-                ).fetchall()
-                found.append(
-                    Group(group, kind, label, created, bool(undone), tuple(p[0] for p in paths))
-                )
-            return found
+    # -- eviction, undo ------------------------------------------------------
 
     def _note_size(self, sha: str | None) -> None:
         if sha is not None:
@@ -488,32 +525,6 @@ class CheckpointStore:
             for blob in folder.iterdir():
                 if folder.name + blob.name not in used and not blob.name.startswith("."):
                     blob.unlink(missing_ok=True)
-
-    def select(
-        self, *, turns: int = 1, group: int | None = None, peer: str | None = None
-    ) -> list[int]:
-        """The ids of the groups to undo, newest first: group `group`, or the newest not
-        undone group of `peer` (its alias), or the `turns` newest not undone groups
-        of this node's agent and of undos. Raises NothingToUndo."""
-        with self._lock:
-            if group is not None:
-                rows = self._db.execute("SELECT id FROM groups WHERE id = ?", (group,)).fetchall()
-            elif peer is not None:
-                rows = self._db.execute(
-                    "SELECT id FROM groups WHERE kind = 'peer' AND label = ? AND undone = 0 "
-                    "ORDER BY id DESC LIMIT 1",
-                    (peer,),
-                ).fetchall()
-            else:
-                rows = self._db.execute(
-                    "SELECT id FROM groups WHERE kind IN ('turn', 'undo') AND undone = 0 "
-                    "ORDER BY id DESC LIMIT ?",
-                    (turns,),
-                ).fetchall()
-        if not rows:
-            what = f"group {group}" if group else f"call of peer {peer}" if peer else "turn"
-            raise NothingToUndo(f"no {what} to undo")
-        return [int(row[0]) for row in rows]
 
     def undo(self, groups: Sequence[int], write: WriteFile, *, force: bool = False) -> list[str]:
         """Take back `groups` (newest first): every path they changed goes back to its
