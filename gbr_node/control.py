@@ -39,7 +39,7 @@ from gbr_node.library.service import LibraryService
 from gbr_node.mcp.service import Toolbox
 from gbr_node.p2p.peers import PeerService
 from gbr_node.repl.app import NodeControl
-from gbr_node.repl.commands import command_table
+from gbr_node.repl.commands import CONVERSATION_COMMANDS, command_table
 from gbr_node.sandbox import Sandbox
 from gbr_node.slash import Command
 from gbr_node.tools.checking import ChecksService
@@ -54,7 +54,7 @@ SERVICE_COMMANDS: tuple[tuple[Command, ...], ...] = (
     LibraryService.commands,
     ChatService.commands,
 )
-REPL_COMMANDS = command_table(*SERVICE_COMMANDS)
+REPL_COMMANDS = command_table(*SERVICE_COMMANDS[:2], CONVERSATION_COMMANDS, *SERVICE_COMMANDS[2:])
 """The REPL's command table: its own commands and each service's, in `/help` order."""
 
 

@@ -1,4 +1,5 @@
-"""Composition root: one nursery wiring the node's parts. Only `cli.py` imports it.
+"""Running the node: each command opens one nursery for the services that `control.Node`
+composes (issue 36), with the host, the agent and the REPL it needs. Only `cli.py` imports it.
 
 - `run_interactive` (`gbr-node run`): profile → sandbox → tools → libp2p host
   serving `/gbr/mcp/1.0.0` → model client → journaled session → agent → REPL.

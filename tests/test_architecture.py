@@ -109,6 +109,11 @@ BREAKS = [
         {"repl/commands.py": "import gbr_node.p2p.host\n"},
     ),
     ("a package no layer names", "layers", {"newpart/__init__.py": '"""New."""\n'}),
+    (
+        "a service imports another service",
+        "services",
+        {"agent/service.py": "import gbr_node.agent.model\n"},
+    ),
     ("a cycle inside a package", "acyclic", {"rpc/codes.py": "import gbr_node.rpc.framing\n"}),
     ("a cycle through a type-only import", "acyclic", {"approvals/log.py": TYPE_ONLY_CYCLE}),
 ]

@@ -138,7 +138,7 @@ class PeerDirectory:
         to which no connection is open, and ask it where those approvals stand.
 
         The peer knows no address of ours: it delivers an outcome only on a
-        connection we hold (control.py `redeliver_forever`), and one decided while
+        connection we hold (`approvals.service` `redeliver_forever`), and one decided while
         the connection was down (the peer restarted, its idle timeout, a network
         change) may never be sent, so the agent would never hear of the decision
         (EVD-AI-01). Returns `(alias, peer ID, params)` for each awaited approval

@@ -1,5 +1,9 @@
 """Parsing of REPL input lines, pure: a line in, a typed value out.
 
+The REPL's command table is assembled (`command_table`) from its own
+commands and the lists of the node's services (`control.REPL_COMMANDS`,
+issue 36); every function here takes the table it parses by.
+
 A line that does not start with `/` is a prompt for the agent. A slash
 command is parsed into `SlashCommand(name, args)`; `/s TEXT` and
 `/suggestion TEXT` become `InterruptAndSuggest` (ADR-0010). `//text` sends
@@ -17,7 +21,7 @@ from gbr_node.agent.messages import InterruptAndSuggest, UserPrompt
 from gbr_node.errors import GbrError
 from gbr_node.slash import Command
 
-OWN_COMMANDS = (
+FIRST_COMMANDS = (
     Command("help", "", "show this help"),
     Command(
         "s",
@@ -25,28 +29,32 @@ OWN_COMMANDS = (
         "interrupt the answer and steer it with TEXT (also /suggestion)",
         needs_argument=True,
     ),
+)
+CONVERSATION_COMMANDS = (
     Command("history", "", "show the conversation, with interrupted parts marked"),
     Command("clear", "", "forget the conversation (the system prompt stays)"),
     Command("compact", "", "leave old turns out of the next requests (/history keeps them)"),
     Command("usage", "", "tokens, time and tool calls of this session (and cost, if priced)"),
 )
-"""The REPL's own commands: they act on the conversation it draws."""
 QUIT = Command("quit", "", "leave (Ctrl-D also leaves; Ctrl-C stops the current answer)")
+OWN_COMMANDS = (*FIRST_COMMANDS, *CONVERSATION_COMMANDS, QUIT)
+"""The REPL's own commands: they act on the conversation it draws (`app.Repl`)."""
 ALIASES = {"suggestion": "s", "exit": "quit", "q": "quit", "?": "help"}
 
 
 def command_table(*lists: Sequence[Command]) -> dict[str, Command]:
-    """The REPL's command table: its own commands, then each service's list in the
-    order given (the `/help` order), then `/quit`. ValueError on a name twice."""
+    """The REPL's command table, in `/help` order: `/help` and `/s`, then `lists` in
+    the order given (the services' lists, and `CONVERSATION_COMMANDS` where the
+    caller wants them), then `/quit`. ValueError on a name given twice."""
     table: dict[str, Command] = {}
-    for command in (*OWN_COMMANDS, *(c for commands in lists for c in commands), QUIT):
+    for command in (*FIRST_COMMANDS, *(c for commands in lists for c in commands), QUIT):
         if command.name in table or command.name in ALIASES:
             raise ValueError(f"two slash commands are called /{command.name}")
         table[command.name] = command
     return table
 
 
-OWN_TABLE = command_table()
+OWN_TABLE = command_table(CONVERSATION_COMMANDS)
 """The table of a REPL with no service behind it (the REPL's own commands only)."""
 
 

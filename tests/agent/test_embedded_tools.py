@@ -182,7 +182,9 @@ async def run_turn_with_context(tmp_path, server: ModelServer) -> list:
         node.model.client = client
         machine = AgentMachine(Session(node.loaded.system_prompt), node.agent.chat_tools)
         machine.confirm_changes = True
-        node.agent.runtime = AgentRuntime(machine, node.model.model, node.agent.dispatcher, shown.append)
+        node.agent.runtime = AgentRuntime(
+            machine, node.model.model, node.agent.dispatcher, shown.append
+        )
         async with trio.open_nursery() as nursery:
             await nursery.start(node.agent.runtime.run)
             prompt = await node.agent.with_turn_context(UserPrompt("add an is_even function"))

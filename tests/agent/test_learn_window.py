@@ -26,7 +26,8 @@ def make_node(tmp_path, server: ModelServer, profile: str = "") -> Node:
     node.model.choice = choose_model(node.loaded.profile.model, {})
     node.model.client = ModelClient(ClientSettings(base_url=server.base_url, model="test-model"))
     machine = AgentMachine(Session("x"), lambda: [])
-    node.agent.runtime = AgentRuntime(machine, node.model.model, Dispatcher(lambda: node.tools.registry), print)
+    dispatcher = Dispatcher(lambda: node.tools.registry)
+    node.agent.runtime = AgentRuntime(machine, node.model.model, dispatcher, print)
     return node
 
 

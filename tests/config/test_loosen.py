@@ -7,9 +7,9 @@ import pathlib
 import pytest
 
 from gbr_node.config.events import UpdateEnv
+from gbr_node.config.keeper import reload_notice
 from gbr_node.config.loader import parse_profile
 from gbr_node.config.loosen import loosenings
-from gbr_node.config.keeper import reload_notice
 from gbr_node.repl.render import YELLOW
 
 ALICE = "12D3KooWBwWFwNgcJhE2qEsL3ewZHApd6s68SSUBGAiVwXHre1E7"

@@ -4,8 +4,8 @@ import pytest
 
 from gbr_node.agent.messages import InterruptAndSuggest, UserPrompt
 from gbr_node.config.profile import ModelConfig
-from gbr_node.llm.choice import OLLAMA_BASE_URL, choose_model, with_ollama
 from gbr_node.control import REPL_COMMANDS
+from gbr_node.llm.choice import OLLAMA_BASE_URL, choose_model, with_ollama
 from gbr_node.repl.commands import CommandError, SlashCommand, help_text, parse_line
 
 
