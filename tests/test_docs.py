@@ -67,6 +67,10 @@ REPL_ROWS, REPL_COLS = 100, 200
 """Wide enough that the node's own lines (banner, notices, /help), which it wraps at
 word boundaries itself (issue 34), stay one line each, as the captures show them."""
 REPL_TIMEOUT_S = 60
+SETTLED_S = 3.0
+"""A screen that has not changed for this long while the node is settled (started,
+idle, every scripted reply taken) will not change any more: a capture it does not
+match is wrong now, not in REPL_TIMEOUT_S (a state, not a time, ends the wait)."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,15 @@ def screen_text(screen: pyte.Screen, home: Path) -> str:
     return "\n".join(rows).replace(str(home), "~") + "\n"
 
 
+def settled(text: str, server: ModelServer) -> bool:
+    """True when the node has started (its banner's last line is shown), is idle (the
+    status line says so) and the model server has no scripted reply left to give."""
+    rows = text.splitlines()
+    started = any("/help for commands" in row for row in rows)
+    idle = any(row.startswith("idle · ") for row in rows)
+    return started and idle and server.replies_left == 0
+
+
 def input_line_ready(screen: pyte.Screen) -> bool:
     """True when the empty input line is drawn (the REPL takes a line): `›` ends
     the last row written, alone or after a partly streamed answer line."""
@@ -237,8 +250,13 @@ def run_repl(runner: Runner, body: str, replies: list[dict]) -> str | None:
                 expected = screen_lines[:stop] + (["..."] if line is not None else [])
                 deadline = time.monotonic() + REPL_TIMEOUT_S
                 ready = line is None or input_line_ready(screen)
+                shown, since = "", time.monotonic()
                 while not (ready and capture_matches(expected, screen_text(screen, runner.home))):
-                    if time.monotonic() > deadline or not child.isalive():
+                    text = screen_text(screen, runner.home)
+                    if text != shown:
+                        shown, since = text, time.monotonic()
+                    still = time.monotonic() - since > SETTLED_S and settled(text, server)
+                    if still or time.monotonic() > deadline or not child.isalive():
                         wanted = "\n".join(expected)
                         return f"screen\n{screen_text(screen, runner.home)}\nnot\n{wanted}"
                     try:

@@ -5,6 +5,7 @@ by the agent of `gbr-node run` (scripted model), and a crashing server restarted
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -63,6 +64,16 @@ class Bob:
             time.sleep(0.3)
         raise AssertionError(f"{tool} never listed: {listed.stdout} {listed.stderr}")
 
+    def wait_logged(self, pattern):
+        """Wait for a line of bob's .gbr/node.log matching `pattern` (a state, not a time)."""
+        log = self.root / ".gbr" / "node.log"
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            if log.exists() and re.search(pattern, log.read_text(encoding="utf-8"), re.M):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"bob's node.log never said {pattern!r}")
+
 
 @pytest.fixture
 def bob_factory(tmp_path):
@@ -105,7 +116,7 @@ def test_star_alone_never_grants_a_mounted_servers_tools(tmp_path, bob_factory, 
         done = bob.call("time__get_current_time", '{"timezone": "UTC"}')
         assert done.returncode == 0 and "UTC" in done.stdout, done.stderr
     else:
-        time.sleep(3)  # the server is up by now (it lists in well under a second)
+        bob.wait_logged(r"mcp server time up ")  # mounted: its tools would be listed now
         listed = bob.call("--list")
         assert "read_file" in listed.stdout and "time__" not in listed.stdout
         refused = bob.call("time__get_current_time", '{"timezone": "UTC"}')

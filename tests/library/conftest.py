@@ -5,6 +5,7 @@ into a temporary site folder the way pip would lay them out."""
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import sysconfig
 from pathlib import Path
@@ -21,11 +22,20 @@ def real_sites() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def env_index(tmp_path_factory) -> LibraryIndex:
-    """Every distribution of the test environment, indexed from scratch once."""
-    index = LibraryIndex(tmp_path_factory.mktemp("library") / "library.db", real_sites())
-    report = index.refresh()
-    assert len(report.indexed) > 20, report
+def env_index(tmp_path_factory, worker_id) -> LibraryIndex:
+    """Every distribution of the test environment, indexed from scratch once per run:
+    the first pytest-xdist worker to need it builds it (about 30 s of CPU) under a
+    file lock, the others open the same file and find every distribution unchanged
+    (the tests only read it)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent  # the run's, all workers'
+    folder = shared / "library-env"
+    with open(shared / "library-env.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folder.mkdir(exist_ok=True)
+        index = LibraryIndex(folder / "library.db", real_sites())
+        report = index.refresh()
+    assert len(report.indexed) + report.unchanged > 20, report
     return index
 
 
