@@ -474,8 +474,6 @@ async def _run_node(
         stack.push_async_callback(_close_clients, node)  # after the tasks using them end
         if choice.config.base_url and choice.config.model:
             node.client = ModelClient(node.client_settings(choice))
-        if node.runtime is not None:  # a grammar-bound model is asked about undone changes
-            node.runtime.machine.confirm_changes = node.embedded
         try:
             host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
         except GbrError as exc:

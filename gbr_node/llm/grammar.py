@@ -73,7 +73,6 @@ _EXISTING = {
     ("move_path", "source"): "any",
 }
 _READS = ("read_file", "list_dir")  # not offered again for what the turn already answered
-NODE_NOTE = "[gbr-node] "  # a user message starting so is the node's, mid-turn, not the person's
 MAX_FORCED_AFTER_ERRORS = 2  # failed calls in a turn after which an answer may be text
 _EDIT = "edit_file"  # offered for a file only once it was read (or written) in the turn
 _CHANGES = ("write_file", "edit_file")
@@ -125,19 +124,10 @@ def must_call(messages: list[dict[str, Any]]) -> bool:
         return False
     failures = 0
     for message in reversed(messages):
-        if _persons(message):
+        if message.get("role") == "user":
             break
         failures += message.get("role") == "tool" and _failed(message)
     return failures <= MAX_FORCED_AFTER_ERRORS
-
-
-def _persons(message: dict[str, Any]) -> bool:
-    """Whether `message` is the person's: a user message that is not the node's own
-    (`NODE_NOTE`, sent mid-turn by `agent.machine`), so it starts a turn."""
-    content = message.get("content")
-    return message.get("role") == "user" and not (
-        isinstance(content, str) and content.startswith(NODE_NOTE)
-    )
 
 
 def _failed(message: dict[str, Any]) -> bool:
@@ -158,7 +148,7 @@ def _calls_in_turn(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     the call names none; calls whose arguments do not parse are left out)."""
     calls: list[tuple[str, str]] = []
     for message in messages:
-        if _persons(message):
+        if message.get("role") == "user":
             calls.clear()
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}

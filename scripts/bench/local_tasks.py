@@ -1026,7 +1026,6 @@ async def run_task(
     session = Session(node.loaded.system_prompt)
     context = ContextManager(Window(n_ctx, "embedded model"))
     machine = AgentMachine(session, node.chat_tools, SMALL_MODEL_MAX_STEPS, context)
-    machine.confirm_changes = settings.tool_grammar  # as `gbr-node run` sets it
     shown: list[Show] = []
     started = time.monotonic()
     async with ModelClient(settings) as client:

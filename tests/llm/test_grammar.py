@@ -341,17 +341,3 @@ def test_must_call_after_the_person_and_after_a_failed_call(
     assert must_call(messages) is forced
     translated = [{**m, "content": "fais-le"} if m.get("role") == "user" else m for m in messages]
     assert must_call(translated) is forced
-
-
-def test_the_nodes_own_note_mid_turn_keeps_the_turn_for_the_grammar() -> None:
-    """The nudge (`agent.machine.NUDGE`) is a user message of the node's: what was read
-    before it still counts (edit_file stays offered), and it forces a call."""
-    from gbr_node.llm.grammar import NODE_NOTE
-
-    messages = _turn("1\tdef square(n): ...")
-    nudge = {"role": "user", "content": NODE_NOTE + "make the change"}
-    assert seen_in_turn([*messages, nudge]) == {"0.txt"}
-    assert answered([*messages, nudge]) == {("read_file", "0.txt")}
-    assert must_call([*messages, nudge])
-    person = {"role": "user", "content": "now something else"}
-    assert seen_in_turn([*messages, person]) == frozenset()
