@@ -26,7 +26,10 @@ the rules that read them):
   must exist do: `read_file` and `edit_file` name a file that exists,
   `list_dir` a folder that exists, `search_text`, `delete_path` and
   `move_path`'s source either; `edit_file` only a file read (or written)
-  in the turn, so the model has seen what it replaces; and a read or listing
+  in the turn, so the model has seen what it replaces, and when the file's
+  text is known its `old_string` is whole, consecutive lines of it (text
+  `edit_file` will find: no line number of `read_file`'s output, no
+  guessed indentation); and a read or listing
   already answered in the turn is not offered again (`answered`; a file
   changed since may be read again). A tool none of whose targets exists is
   left out. Without a workspace (too large, or not given) paths are free.
@@ -197,9 +200,61 @@ def _value_rule(schema: Any) -> str | None:
     return _TYPES.get(kind) if isinstance(kind, str) else None
 
 
-def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = None) -> str | None:
+def _arguments_rules(
+    name: str, parameters: Any, workspace: Workspace | None, rules: list[str]
+) -> list[str]:
+    """The GBNF alternatives of tool `name`'s arguments: one, or for `edit_file` with a
+    `workspace` one per file it may name whose text is known, its `old_string` bound
+    to whole lines of that text (`_lines_rule`, whose rules go to `rules`), and one
+    for the others."""
+    if name != _EDIT or workspace is None:
+        return [rule for rule in [_arguments_rule(name, parameters, workspace)] if rule]
+    targets = _targets(name, "path", workspace) or []
+    known = [path for path in targets if workspace.files.get(path)]
+    unknown = [path for path in targets if path not in known]
+    found = []
+    for path in known:
+        text = workspace.files[path] or ""
+        fixed = {"path": _one_of([path]), "old_string": _lines_rule(len(rules), text, rules)}
+        found.append(_arguments_rule(name, parameters, workspace, fixed))
+    if unknown:
+        found.append(_arguments_rule(name, parameters, workspace, {"path": _one_of(unknown)}))
+    return [rule for rule in found if rule]
+
+
+def _lines_rule(index: int, text: str, rules: list[str]) -> str:
+    """The GBNF of an `old_string` that is one or more whole, consecutive lines of `text`
+    (a run starts at a line that is not blank; it may end with the line's newline):
+    text the file holds, as `edit_file` requires, never a line number of `read_file`'s
+    output nor a guessed indentation. Its rules `eN-L` are appended to `rules`."""
+    lines = text.split("\n")
+    ends = lines[-1] == ""
+    if ends:
+        lines.pop()
+    starts = []
+    for number, line in enumerate(lines):
+        piece = [_literal(json.dumps(line, ensure_ascii=False)[1:-1])] if line else []
+        if number + 1 < len(lines):
+            piece.append(f"({_literal(chr(92) + 'n')} e{index}-{number + 1}?)?")
+        elif ends:
+            piece.append(f"{_literal(chr(92) + 'n')}?")
+        rules.append(f"e{index}-{number} ::= {' '.join(piece)}")
+        if line.strip():
+            starts.append(f"e{index}-{number}")
+    if not starts:
+        return "jstr1"
+    return f'"\\"" ({" | ".join(starts)}) "\\""'
+
+
+def _arguments_rule(
+    name: str,
+    parameters: Any,
+    workspace: Workspace | None = None,
+    fixed: Mapping[str, str] | None = None,
+) -> str | None:
     """The GBNF of tool `name`'s arguments object: required keys in order, then optional
-    ones; with `workspace`, paths as the module docstring says."""
+    ones; with `workspace`, paths as the module docstring says; `fixed` gives the value
+    rule of some keys."""
     if not isinstance(parameters, dict):
         return None
     properties = parameters.get("properties") or {}
@@ -211,7 +266,9 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
     for key in [*required, *optional]:
         value = _value_rule(properties[key])
         targets = _targets(name, key, workspace)
-        if targets is not None:
+        if fixed and key in fixed:
+            value = fixed[key]
+        elif targets is not None:
             if not targets and key in required:
                 return None  # nothing it could act on: not offered
             value = _one_of(targets) if targets else None
@@ -258,13 +315,14 @@ def tool_call_grammar(
     exists. None when no tool can be expressed (then no grammar should be sent).
     """
     calls = []
+    rules: list[str] = []
     for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             continue
-        arguments = _arguments_rule(function["name"], function.get("parameters") or {}, workspace)
-        if arguments is not None:
-            head = _literal('{"name": ' + json.dumps(function["name"]) + ', "arguments": ')
+        name, parameters = function["name"], function.get("parameters") or {}
+        head = _literal('{"name": ' + json.dumps(name) + ', "arguments": ')
+        for arguments in _arguments_rules(name, parameters, workspace, rules):
             calls.append(f'{head} {arguments} "}}"')
     if not calls:
         return None
@@ -272,6 +330,7 @@ def tool_call_grammar(
         "root ::= call" if must_call else "root ::= call | answer",
         f"call ::= {_literal(CALL_OPEN)} ({' | '.join(calls)}) {_literal(CALL_CLOSE)}",
         ANSWER_RULE,
+        *rules,
     ]
     return "\n".join(lines) + "\n" + _VALUES
 

@@ -183,7 +183,7 @@ def call(name: str, arguments: dict) -> str:
         ("list_dir", {"path": "notes.txt"}, False),  # a file is no folder
         ("list_dir", {"path": "lib"}, False),
         ("edit_file", {"path": "notes.txt", "old_string": "size: big", "new_string": "s"}, True),
-        ("edit_file", {"path": "notes.txt", "old_string": "anything", "new_string": "c"}, True),
+        ("edit_file", {"path": "notes.txt", "old_string": "anything", "new_string": "c"}, False),
         ("edit_file", {"path": "src/a.py", "old_string": "x = 1", "new_string": "x = 2"}, False),
         ("edit_file", {"path": "logo.png", "old_string": "PNG", "new_string": "b"}, False),
         ("edit_file", {"path": "new.txt", "old_string": "a", "new_string": "b"}, False),
@@ -200,6 +200,44 @@ def test_with_a_workspace_calls_name_what_exists(name: str, arguments: dict, all
     text = call(name, arguments)
     assert grammar.matches(text) is allowed
     assert Gbnf(tool_call_grammar([READ, WRITE, EDIT, LIST])).matches(text)  # free without
+
+
+SOURCE = 'def f(x):\n\treturn "a\\\\b"  # é\n\n    y = 1\r\nend\n'
+
+
+@pytest.mark.parametrize(
+    ("old_string", "allowed"),
+    [
+        ("def f(x):", True),  # a whole line
+        ("def f(x):\n", True),  # with its newline
+        ('def f(x):\n\treturn "a\\\\b"  # é', True),  # lines that follow, escapes kept
+        ('\treturn "a\\\\b"  # é\n\n    y = 1\r', True),  # across a blank line, CR kept
+        ("    y = 1\r\nend\n", True),  # to the end
+        ("end", True),
+        ("f(x)", False),  # part of a line
+        ("def f(x)", False),
+        ("return", False),
+        ('return "a\\\\b"  # é', False),  # indentation dropped
+        ("     1\tdef f(x):", False),  # read_file's line number copied
+        ("\n    y = 1", False),  # a run starts at a line that is not blank
+        ("def f(x):\n    y = 1", False),  # lines that do not follow each other
+        ("    y = 1\nend", False),  # the CR dropped
+        ("end\n\n", False),  # past the end
+    ],
+)
+def test_an_edit_replaces_whole_lines_the_file_holds(old_string: str, allowed: bool) -> None:
+    """Issue 32: a file read in the turn whose text is known is edited by whole,
+    consecutive lines of that text (what `edit_file` finds), never by text the model
+    made up; `new_string` stays free."""
+    project = Workspace(
+        {"a.py": SOURCE, "big.py": None}, (".",), seen=frozenset({"a.py", "big.py"})
+    )
+    grammar = Gbnf(tool_call_grammar([EDIT], workspace=project))
+    edit = {"path": "a.py", "old_string": old_string, "new_string": "anything\tat all"}
+    assert old_string in SOURCE or not allowed
+    written = json.dumps({"name": "edit_file", "arguments": edit}, ensure_ascii=False)
+    assert grammar.matches(f"<tool_call>\n{written}\n</tool_call>") is allowed
+    assert grammar.matches(call("edit_file", {**edit, "path": "big.py"}))  # text unknown: free
 
 
 def test_calls_already_answered_in_the_turn_are_not_offered_again() -> None:
@@ -222,7 +260,7 @@ def test_calls_already_answered_in_the_turn_are_not_offered_again() -> None:
     assert seen_in_turn(messages) == {"notes.txt", "logo.png"}  # not src/a.py: another turn
     workspace = replace(PROJECT, done=done, seen=seen_in_turn(messages))
     grammar = Gbnf(tool_call_grammar([READ, LIST, EDIT], workspace=workspace))
-    edit = {"path": "notes.txt", "old_string": "crimson", "new_string": "red"}
+    edit = {"path": "notes.txt", "old_string": "red again? no: crimson\n", "new_string": "red"}
     assert grammar.matches(call("edit_file", edit))
     assert grammar.matches(call("edit_file", {**edit, "path": "logo.png"}))
     assert not grammar.matches(call("edit_file", {**edit, "path": "src/a.py"}))
