@@ -52,6 +52,7 @@ from gbr_node.confine import in_force, support
 from gbr_node.errors import GbrError, LibraryError, ModelError
 from gbr_node.library.index import LibraryIndex
 from gbr_node.library.lookup import db_path, open_library, prelookup
+from gbr_node.library.mention import project_names
 from gbr_node.library.present import answer_text
 from gbr_node.llm.choice import ModelChoice, choose_model
 from gbr_node.llm.client import ModelClient
@@ -716,19 +717,23 @@ class Node:
         starts (`agent.project`, at most `PROJECT_SHARE` of the window), then the
         library lookup (`with_library_context`). Neither depends on the words of
         the request beyond the lookup's own code mentions (issue 32, 33)."""
-        prompt = await self.with_library_context(prompt)
+        view = await trio.to_thread.run_sync(workspace_view, self.sandbox)
+        files = None if view is None else view[0]
+        prompt = await self.with_library_context(prompt, project_names(files or {}))
         window = self.runtime.machine.context.window.tokens if self.runtime else None
         budget = int((window or DEFAULT_CONTEXT_TOKENS) * PROJECT_SHARE)
-        view = await trio.to_thread.run_sync(workspace_view, self.sandbox)
-        note = project_note(None if view is None else view[0], budget)
+        note = project_note(files, budget)
         if not note:
             return prompt
         context = f"{note}\n\n{prompt.context}" if prompt.context else note
         return UserPrompt(prompt.text, context=context)
 
-    async def with_library_context(self, prompt: UserPrompt) -> UserPrompt:
+    async def with_library_context(
+        self, prompt: UserPrompt, local: frozenset[str] = frozenset()
+    ) -> UserPrompt:
         """The prompt with the node's own library lookup added, when the message
-        names an installed package or public name (`[library] prelookup`); one
+        names an installed package or public name that is not one of the project's
+        own, `local` (`[library] prelookup`); one
         status line says what was added. The block is sized to the model's window
         (`lookup.block_tokens`: a tenth at most, none under 8k tokens unless a
         package is named outright) and rides on this one message only: it is not
@@ -750,6 +755,7 @@ class Node:
                     prompt.text,
                     config.context_tokens,
                     window,
+                    local,
                     abandon_on_cancel=True,
                 )
             except LibraryError as exc:
