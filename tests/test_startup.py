@@ -50,6 +50,12 @@ NEVER = (
     "Crypto",
     "coincurve",
     "fastecdsa",
+    # psutil (only to listen on a wildcard address), certificates (AutoTLS only), and
+    # installed packages' metadata (pydantic's plugins, py-libp2p's version)
+    "psutil",
+    "cryptography.x509.base",
+    "importlib.metadata",
+    "email",
     # the terminal, the agent and the model, for commands that draw nothing and ask none
     "prompt_toolkit",
     "rich.console",
