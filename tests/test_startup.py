@@ -80,7 +80,11 @@ COMMANDS = [
     (["--version"], PARSER_ONLY),
     (["--help"], PARSER_ONLY),
     (["call", "--help"], PARSER_ONLY),
-    (["call", UNREACHABLE, "read_file", "{}"], ("gbr_node.tools.registry", "sqlite3")),
+    (
+        ["call", UNREACHABLE, "read_file", "{}"],
+        # the serving side, and the cell widths only a --list draws
+        ("gbr_node.tools", "sqlite3", "gbr_node.p2p.service", "gbr_node.rpc.toolhost", "rich"),
+    ),
     (["id"], ("gbr_node.tools.registry", "sqlite3")),
     (["tool", "read_file", '{"path": "notes.txt"}'], NO_NETWORK),
     (["env", "check"], NO_NETWORK),
