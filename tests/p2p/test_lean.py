@@ -178,7 +178,7 @@ def test_lazily_run_parts_are_the_real_ones_on_first_use():
         Model(x=1)
         kind = lambda name: type(sys.modules.get(name)).__name__
         print(kind("psutil"), kind("cryptography.x509"), "cryptography.x509.base" in sys.modules)
-        print("importlib.metadata" in sys.modules, AGENT_VERSION)
+        print("importlib.metadata" in sys.modules, AGENT_VERSION.split("/")[0])
         import psutil
         from cryptography import x509
         print(isinstance(psutil.net_if_addrs(), dict), kind("psutil"))
@@ -190,7 +190,7 @@ def test_lazily_run_parts_are_the_real_ones_on_first_use():
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "_LazyModule _BarePackage False",
-        "False py-libp2p/0.8.1",
+        "False py-libp2p",
         "True module",
         "cryptography.x509.general_name True",
         "True",
