@@ -16,7 +16,8 @@ the rules that read them):
   the bounds that would make it invalid (no empty string where `minLength` is
   1, no zero or negative count), optional ones optional; or (unless
   `must_call`: the first answer after the person's message, and the answer
-  after one of the turn's first failed calls, so a request is met by looking
+  after one of the turn's first failed calls or searches that found nothing,
+  so a request is met by looking
   at the project, not by describing a call in prose) plain text that does
   not start with `<`, `{`, a backtick or whitespace (a call or a code block
   written as text). Tools whose parameters the grammar cannot express
@@ -77,6 +78,7 @@ _EXISTING = {
 }
 _READS = ("read_file", "list_dir")  # not offered again for what the turn already answered
 MAX_FORCED_AFTER_ERRORS = 2  # failed calls in a turn after which an answer may be text
+NOTHING_FOUND = "[0 matching lines in "  # how `tools.search`'s answer starts when none matched
 _EDIT = "edit_file"  # offered for a file only once it was read (or written) in the turn
 _CHANGES = ("write_file", "edit_file")
 # Text, not a call: its first character is none of `<` (a call), `{` (a call's JSON
@@ -117,7 +119,8 @@ def must_call(messages: list[dict[str, Any]]) -> bool:
     prose), and the answer right after a failed call, for the first
     `MAX_FORCED_AFTER_ERRORS` failures of the turn (the model said "let's try again"
     and stopped). A failed call is a tool message starting `error:` (the wire form of
-    `ToolExecutionFeedback.as_text`). Reads the roles and results, never the words."""
+    `ToolExecutionFeedback.as_text`) or a search that found nothing (`NOTHING_FOUND`).
+    Reads the roles and results, never the words."""
     if not messages:
         return False
     last = messages[-1]
@@ -134,8 +137,10 @@ def must_call(messages: list[dict[str, Any]]) -> bool:
 
 
 def _failed(message: dict[str, Any]) -> bool:
+    """A tool message of a failed call (`error:`), or of a search that found nothing
+    (`NOTHING_FOUND`): the model then answered from memory ("It is set to 5432")."""
     content = message.get("content")
-    return isinstance(content, str) and content.startswith("error:")
+    return isinstance(content, str) and content.startswith(("error:", NOTHING_FOUND))
 
 
 def seen_in_turn(messages: list[dict[str, Any]]) -> frozenset[str]:

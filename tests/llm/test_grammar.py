@@ -379,3 +379,20 @@ def test_must_call_after_the_person_and_after_a_failed_call(
     assert must_call(messages) is forced
     translated = [{**m, "content": "fais-le"} if m.get("role") == "user" else m for m in messages]
     assert must_call(translated) is forced
+
+
+@pytest.mark.parametrize(("pattern", "forced"), [("http_timeout", True), ("timeout", False)])
+def test_a_search_that_found_nothing_is_followed_by_a_call(tmp_path, pattern, forced) -> None:
+    """Issue 32: after `search_text` found no line (a guessed key, `http_timeout` where
+    the file says `timeout`), the model answered from memory ("set to 30"); the answer
+    after such a search must be a call, as after a failed one. The text is the real
+    tool's."""
+    from gbr_node.config.profile import ToolsConfig
+    from gbr_node.sandbox import Sandbox
+    from gbr_node.tools.registry import build_registry
+
+    (tmp_path / "config.yaml").write_text("http:\n  timeout: 45\n")
+    registry = build_registry(ToolsConfig(), Sandbox(tmp_path))
+    result = registry.call("search_text", {"pattern": pattern, "path": "config.yaml"})
+    assert not result.is_error
+    assert must_call(_turn(result.content[0]["text"])) is forced
