@@ -103,12 +103,16 @@ class Workspace:
 
 def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
     """`Workspace.done` of a conversation, from the calls made since the person's last
-    message: `read_file` and `list_dir` ones, less the files written or edited after."""
+    message: `read_file` and `list_dir` ones, less the files written or edited after,
+    and `search_text` of a path where it found nothing (the model searched the same
+    guessed key three times; `read_file` shows what the file holds)."""
     done: set[tuple[str, str]] = set()
-    for name, path in _calls_in_turn(messages):
+    for name, path, result in _calls_in_turn(messages):
+        found_nothing = name == "search_text" and (result or "").startswith(NOTHING_FOUND)
         if name in _CHANGES:
             done.discard(("read_file", path))
-        elif name in _READS:
+            done.discard(("search_text", path))
+        elif name in _READS or found_nothing:
             done.add((name, path))
     return frozenset(done)
 
@@ -147,17 +151,24 @@ def seen_in_turn(messages: list[dict[str, Any]]) -> frozenset[str]:
     """`Workspace.seen`: the paths `read_file` or `write_file` named since the person's
     last message."""
     return frozenset(
-        path for name, path in _calls_in_turn(messages) if name in ("read_file", "write_file")
+        path for name, path, _ in _calls_in_turn(messages) if name in ("read_file", "write_file")
     )
 
 
-def _calls_in_turn(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """`(tool, path)` of each call since the person's last message (`path` "." when
-    the call names none; calls whose arguments do not parse are left out)."""
-    calls: list[tuple[str, str]] = []
+def _calls_in_turn(messages: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+    """`(tool, path, result)` of each call since the person's last message, in order
+    (`path` "." when the call names none; `result` the text of the tool message
+    answering it, None until it came; calls whose arguments do not parse are left
+    out). Ids may repeat across answers: a result answers the latest call of its id."""
+    calls: list[list[Any]] = []
     for message in messages:
         if message.get("role") == "user":
             calls.clear()
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, str):
+            waiting = [c for c in calls if c[3] == message.get("tool_call_id") and c[2] is None]
+            if waiting:
+                waiting[-1][2] = content
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             try:
@@ -167,8 +178,8 @@ def _calls_in_turn(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
             path = arguments.get("path", ".") if isinstance(arguments, dict) else None
             name = function.get("name")
             if isinstance(path, str) and isinstance(name, str):
-                calls.append((name, path))
-    return calls
+                calls.append([name, path, None, call.get("id")])
+    return [(name, path, result) for name, path, result, _ in calls]
 
 
 def _one_of(values: Iterable[str]) -> str:

@@ -396,3 +396,37 @@ def test_a_search_that_found_nothing_is_followed_by_a_call(tmp_path, pattern, fo
     result = registry.call("search_text", {"pattern": pattern, "path": "config.yaml"})
     assert not result.is_error
     assert must_call(_turn(result.content[0]["text"])) is forced
+
+
+def _answered_call(call_id: str, name: str, arguments: dict, result: str) -> list[dict]:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return [
+        {"role": "assistant", "tool_calls": [{"id": call_id, "function": function}]},
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
+def test_a_search_of_a_path_that_found_nothing_is_not_offered_again() -> None:
+    """Issue 32: the model searched `.env` for the same guessed key three times; after a
+    search of a path found nothing, only other calls (a read shows the file) are
+    offered for it, until the file changes. Ids repeat across answers, as some
+    servers send them."""
+    nothing = "[0 matching lines in 1 files searched]"
+    messages = [
+        {"role": "user", "content": "which port?"},
+        *_answered_call("call_0", "search_text", {"pattern": "PORT", "path": "notes.txt"}, nothing),
+        *_answered_call("call_0", "search_text", {"pattern": "x", "path": "src"}, "src/a.py:1: x"),
+    ]
+    done = answered(messages)
+    assert done == {("search_text", "notes.txt")}
+    grammar = Gbnf(tool_call_grammar([SEARCH, READ], workspace=replace(PROJECT, done=done)))
+    assert not grammar.matches(call("search_text", {"pattern": "port", "path": "notes.txt"}))
+    assert grammar.matches(call("search_text", {"pattern": "port", "path": "src"}))
+    assert grammar.matches(call("read_file", {"path": "notes.txt"}))
+    edit = {"path": "notes.txt", "old_string": "a", "new_string": "b"}
+    changed = [*messages, *_answered_call("call_0", "edit_file", edit, "edited notes.txt")]
+    assert answered(changed) == set()
+    read = _answered_call("call_0", "read_file", {"path": "notes.txt"}, "1\tcolour: red")
+    assert seen_in_turn([*messages, *read, *_answered_call("call_0", "list_dir", {}, "")]) == {
+        "notes.txt"
+    }
