@@ -131,8 +131,10 @@ class Node:
     def runtime(self) -> AgentRuntime | None:
         return self.agent.runtime
 
-    async def _lookup(self, text: str, window: int | None) -> Prelookup | None:
-        return await self.library.lookup(text, window)
+    async def _lookup(
+        self, text: str, window: int | None, local: frozenset[str]
+    ) -> Prelookup | None:
+        return await self.library.lookup(text, window, local)
 
     def repl_control(self) -> NodeControl:
         """What the REPL drives: the agent, and the services that answer its commands

@@ -9,12 +9,16 @@ host is built with; ~0.6 s and ~300 modules that a Noise + Yamux + TCP host
 never runs. `install()` puts a finder first on `sys.meta_path` that answers
 three kinds of module:
 
-- **The `libp2p` package itself** is made without running its `__init__.py`
-  (its submodules are the library's own, from its own folder); the package's
-  names (`new_host`, ...) are there on first use: the file runs then, in the
-  package. What `__init__.py` does that matters is done here: import the
+- **Bare packages** (`BARE_PACKAGES`) are made without running their
+  `__init__.py` (their submodules are the library's own, from their own
+  folder); the package's names are there on first use: the file runs then,
+  in the package, so every name is the real one. `libp2p` (its `new_host`,
+  ...): what its `__init__.py` does that matters is done here: import the
   transports first (the order its own import cycle `abc -> custom_types ->
   transport -> manager -> abc` needs) and `setup_logging()`.
+  `cryptography.x509` (certificates; ~7 ms): py-libp2p's host imports it for
+  AutoTLS, which gbr-node never runs, and `x509.oid` from it, which needs
+  only its own file.
 - **Stand-ins** (`UNUSED_PACKAGES`): subsystems gbr-node never runs. Any name
   taken from one is a class that raises `UnusedSubsystem` when called, so
   code that only imports them works, and code that would use one fails
@@ -41,6 +45,22 @@ three kinds of module:
     libp2p.crypto.secp256k1   secp256k1 keys (coincurve: likewise)
     libp2p.rcmgr.manager      the resource manager (psutil; gbr-node sets none: ADR 0007)
 
+- **Lazy modules** (`LAZY_MODULES`): `psutil` (~6 ms), which multiaddr's
+  utilities import for `psutil.net_if_addrs()` (only to listen on 0.0.0.0 or
+  ::), runs on its first use.
+
+`libp2p.utils.version` (identify's agent version, `py-libp2p/0.8.1`, asked
+for when identify is imported) reads the version from the name of the
+`libp2p-VERSION.dist-info` folder beside the package, as pip writes it, not
+with `importlib.metadata` (~10 ms of imports); the real module when there is
+no such folder.
+
+pydantic's plugin loader (`pydantic.plugin._loader`) is replaced by one that
+finds no plugins: the real one imports `importlib.metadata` (email, zipfile,
+csv, ...) and reads the entry points of every installed distribution the
+first time a model is built (~15 ms); gbr-node installs and uses no pydantic
+plugin.
+
 httpx's own command-line client (`httpx._main`: click, rich.console,
 pygments, ~5 MB) is kept out the way httpx allows: it falls back to a stub
 `main` on ImportError.
@@ -58,6 +78,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import types
 from typing import Any
@@ -79,6 +100,11 @@ DEFERRED = (
     "libp2p.crypto.secp256k1",
     "libp2p.rcmgr.manager",
 )
+LAZY_MODULES = ("psutil",)
+"""Modules imported (found, made) at once but run on their first attribute use
+(`importlib.util.LazyLoader`), so every name is the real one."""
+PYDANTIC_PLUGINS = "pydantic.plugin._loader"
+BARE_PACKAGES = ("libp2p", "cryptography.x509")
 LAZY_OBJECTS = {"multiaddr.resolvers.DNSResolver"}
 """Deferred classes whose objects are made when first used, not when constructed."""
 
@@ -164,8 +190,16 @@ class _DeferredModule(types.ModuleType):
         return stand_in
 
 
+class _NoPlugins(types.ModuleType):
+    """pydantic's plugin loader, in a process that runs no pydantic plugin."""
+
+    @staticmethod
+    def get_plugins() -> tuple[()]:
+        return ()
+
+
 class _BarePackage(types.ModuleType):
-    """py-libp2p's top package, its `__init__.py` run only when one of its names is used."""
+    """A package of `BARE_PACKAGES`, its `__init__.py` run only when one of its names is used."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in ("__all__", "__version__"):
@@ -176,21 +210,24 @@ class _BarePackage(types.ModuleType):
         try:
             return self.__dict__[name]
         except KeyError:
-            raise AttributeError(f"module 'libp2p' has no attribute {name!r}") from None
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") from None
 
 
 def _complete(package: types.ModuleType) -> None:
-    """Run libp2p/__init__.py in `package`, keeping how its logger was set up since
-    (the file calls `setup_logging()`, which drops the handlers `p2p/logs.py` added)."""
+    """Run the package's `__init__.py` in `package`. For libp2p, keep how its logger was
+    set up since (the file calls `setup_logging()`, which drops the handlers
+    `p2p/logs.py` added)."""
     import logging
 
     logger = logging.getLogger("libp2p")
     kept = logger.handlers[:], logger.level, logger.propagate
-    code = importlib.machinery.SourceFileLoader("libp2p", package.__file__ or "").get_code("libp2p")
+    name = package.__name__
+    code = importlib.machinery.SourceFileLoader(name, package.__file__ or "").get_code(name)
     if code is None:  # a source file always has code; typeshed allows None
-        raise ImportError("libp2p/__init__.py has no code")
+        raise ImportError(f"{name}/__init__.py has no code")
     exec(code, package.__dict__)  # noqa: S102 (the library's own file)
-    logger.handlers[:], logger.level, logger.propagate = kept
+    if name == "libp2p":
+        logger.handlers[:], logger.level, logger.propagate = kept
 
 
 class _Finder:
@@ -199,27 +236,43 @@ class _Finder:
     def find_spec(
         self, name: str, path: object = None, target: object = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if name == "libp2p":
-            real = importlib.machinery.PathFinder.find_spec(name)
+        if name in BARE_PACKAGES:
+            real = importlib.machinery.PathFinder.find_spec(name, path)  # type: ignore[arg-type]  # the parent's __path__
             if real is None or real.origin is None:
                 return None
             spec = importlib.machinery.ModuleSpec(name, self, origin=real.origin, is_package=True)  # type: ignore[arg-type]  # a loader by protocol: importlib.abc alone costs ~10 ms of imports
             spec.submodule_search_locations = real.submodule_search_locations
             spec.has_location = True
             return spec
+        if name in LAZY_MODULES:
+            real = importlib.machinery.PathFinder.find_spec(name, path)  # type: ignore[arg-type]  # as above
+            if real is not None and real.loader is not None:
+                real.loader = importlib.util.LazyLoader(real.loader)
+            return real
+        if name == PYDANTIC_PLUGINS:
+            return importlib.machinery.ModuleSpec(name, self)  # type: ignore[arg-type]  # as above
+        if name == "libp2p.utils.version" and _installed_version("libp2p") is not None:
+            return importlib.machinery.ModuleSpec(name, self)  # type: ignore[arg-type]  # as above
         if any(_under(name, p) for p in UNUSED_PACKAGES + DEFERRED if p not in _allowed):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)  # type: ignore[arg-type]  # as above
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        if spec.name == "libp2p":
+        if spec.name == PYDANTIC_PLUGINS:
+            return _NoPlugins(spec.name)
+        if spec.name == "libp2p.utils.version":
+            module = types.ModuleType(spec.name, "py-libp2p's version (gbr_node.lean)")
+            agent = f"py-libp2p/{_installed_version('libp2p')}"
+            module.get_agent_version = lambda: agent  # type: ignore[attr-defined]  # its one name
+            return module
+        if spec.name in BARE_PACKAGES:
             return _BarePackage(spec.name)
         if any(_under(spec.name, p) for p in DEFERRED):
             return _DeferredModule(spec.name)
         return _StandInModule(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
-        if isinstance(module, _BarePackage):
+        if isinstance(module, _BarePackage) and module.__name__ == "libp2p":
             importlib.import_module("libp2p.transport")
             from libp2p.utils.logging import setup_logging
 
@@ -249,7 +302,8 @@ def allow(package: str) -> None:
         raise ValueError(f"lean.allow: {package!r} is not one of {UNUSED_PACKAGES + DEFERRED}")
     _allowed.add(package)
     for name, module in list(sys.modules.items()):
-        if isinstance(module, _StandInModule | _DeferredModule) and _under(name, package):
+        # type(), not isinstance(): that reads `__class__`, which runs a lazy module
+        if issubclass(type(module), _StandInModule | _DeferredModule) and _under(name, package):
             del sys.modules[name]
 
 
@@ -260,6 +314,29 @@ def _load(module: str) -> types.ModuleType:
 
 
 _allowed: set[str] = set()
+
+
+def _installed_version(distribution: str) -> str | None:
+    """The version in the name of the one `DISTRIBUTION-VERSION.dist-info` folder beside
+    the package `distribution` (imported), or None when there is not exactly one."""
+    import os
+
+    package = sys.modules.get(distribution)
+    files = getattr(package, "__file__", None)
+    if files is None:
+        return None
+    folder = os.path.dirname(os.path.dirname(files))
+    prefix = f"{distribution}-"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    found = [
+        n[len(prefix) : -len(".dist-info")]
+        for n in names
+        if n.startswith(prefix) and n.endswith(".dist-info")
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def _under(name: str, package: str) -> bool:

@@ -471,8 +471,6 @@ async def _run_node(
         stack.push_async_callback(model.aclose)  # after the tasks using them end
         if choice.config.base_url and choice.config.model:
             model.client = ModelClient(model.client_settings(choice))
-        # a grammar-bound model is asked about undone changes
-        runtime.machine.confirm_changes = model.embedded
         try:
             host = await stack.enter_async_context(_host(node, settings, handler, _log_call))
         except GbrError as exc:

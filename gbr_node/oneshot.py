@@ -121,16 +121,17 @@ async def _call_and_print(
     peer_addrs: Sequence[str] = (),
 ) -> int:
     from gbr_node.errors import GbrError, PeerUnreachable
-    from gbr_node.p2p.service import call_tool, list_tools
+    from gbr_node.p2p.mcp_streams import call_tool, list_tools
     from gbr_node.rpc.codes import UnauthorizedPeer
     from gbr_node.rpc.server import Limits
-    from gbr_node.textcells import one_line
 
     limits = Limits()
     try:
         if peer_addrs:
             host.add_addrs(target, peer_addrs)
         if tool is None:
+            from gbr_node.textcells import one_line
+
             tools = await list_tools(host, target, limits=limits)
             width = max((len(one_line(t.name, 64)) for t in tools), default=0)
             for info in tools:  # a peer's names and words are data (GBR-PRIV-01)

@@ -50,6 +50,12 @@ NEVER = (
     "Crypto",
     "coincurve",
     "fastecdsa",
+    # psutil (only to listen on a wildcard address), certificates (AutoTLS only), and
+    # installed packages' metadata (pydantic's plugins, py-libp2p's version)
+    "psutil",
+    "cryptography.x509.base",
+    "importlib.metadata",
+    "email",
     # the terminal, the agent and the model, for commands that draw nothing and ask none
     "prompt_toolkit",
     "rich.console",
@@ -74,7 +80,11 @@ COMMANDS = [
     (["--version"], PARSER_ONLY),
     (["--help"], PARSER_ONLY),
     (["call", "--help"], PARSER_ONLY),
-    (["call", UNREACHABLE, "read_file", "{}"], ("gbr_node.tools.registry", "sqlite3")),
+    (
+        ["call", UNREACHABLE, "read_file", "{}"],
+        # the serving side, and the cell widths only a --list draws
+        ("gbr_node.tools", "sqlite3", "gbr_node.p2p.service", "gbr_node.rpc.toolhost", "rich"),
+    ),
     (["id"], ("gbr_node.tools.registry", "sqlite3")),
     (["tool", "read_file", '{"path": "notes.txt"}'], NO_NETWORK),
     (["env", "check"], NO_NETWORK),

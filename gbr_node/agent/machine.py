@@ -35,15 +35,6 @@ again, while that check set has retries left (`max_retries` per turn); the
 person sees one status line per check (`Show("check")`). A check still
 failing after its retries ends the turn and says so. `/s` and Ctrl-C during
 a check cancel it (`CancelCheck`: its processes are killed).
-
-Issue 32 (a grammar-bound model, `confirm_changes`): a text answer that ends
-a turn in which no call could have changed the project goes to CONFIRMING:
-one more inference outside the session, bound to `yes` or `no`, asks the
-model whether the person's message still wants a change (a small model reads
-the file, then describes the edit). "yes" adds the node's fixed `NUDGE` to
-the session and prompts again; anything else ends the turn. At most
-`MAX_CONFIRMS` times a turn; the node judges no word of the request, the
-model does.
 """
 
 from __future__ import annotations
@@ -57,7 +48,6 @@ from typing import Any
 
 from gbr_node.agent.context import ContextManager
 from gbr_node.agent.messages import (
-    REMOTE_SEPARATOR,
     ApprovalResolved,
     CheckDone,
     CompactContext,
@@ -77,7 +67,7 @@ from gbr_node.checks.builtin import BUILTIN_MAX_RETRIES
 from gbr_node.checks.plan import CheckSpec, CheckTarget, targets
 from gbr_node.errors import GbrError
 from gbr_node.llm.events import InvalidToolCall, ToolCall
-from gbr_node.llm.grammar import NODE_NOTE, seen_in_turn
+from gbr_node.llm.grammar import seen_in_turn
 
 DEFAULT_MAX_STEPS = 25
 SMALL_MODEL_MAX_STEPS = 8  # embedded model or a window of at most 8192 tokens
@@ -91,20 +81,6 @@ MAX_CALLS_PER_ANSWER = 16  # more in one answer are answered "not run" (tiny mod
 CHANGING_TOOLS = {"write_file": "path", "edit_file": "path", "delete_path": "path"}
 MOVING_TOOLS = {"move_path": ("source", "destination")}
 SUGGESTION_PREFIX = "[I interrupted your previous answer.] "
-# Tools whose success may have changed the project (a peer's `ALIAS__NAME` too).
-ACTING_TOOLS = frozenset({*CHANGING_TOOLS, *MOVING_TOOLS, "run_command"})
-CONFIRM_QUESTION = (
-    "[gbr-node asks this, not the person] Does the person's last message ask for a change "
-    "to the project's files (to create, edit, rename or delete something) that none of "
-    "your tool calls since that message has made? Answer yes or no."
-)
-CONFIRM_GRAMMAR = 'root ::= "yes" | "no"'
-MAX_CONFIRMS = 2  # questions per turn (the model described the change twice in a row)
-NUDGE = NODE_NOTE + (
-    "The change asked for is not made: your answer described it instead. Make "
-    "it now with the tools (read_file first if you have not, then edit_file or "
-    "write_file), then say what you changed."
-)
 
 
 class State(enum.Enum):
@@ -112,7 +88,6 @@ class State(enum.Enum):
     STREAMING = "streaming"
     AWAITING_TOOLS = "awaiting_tools"
     CHECKING = "checking"
-    CONFIRMING = "confirming"
 
 
 class UnexpectedMessage(GbrError):
@@ -231,11 +206,6 @@ class AgentMachine:
         self._retries = CheckRetries()  # per check set, and the baselines, this turn
         self._held: list[tuple[ToolExecutionFeedback, ToolCall | InvalidToolCall, str]] = []
         self._cancel_checks = False  # a baseline or check of this inference may run
-        self.confirm_changes = False
-        """Ask the model whether a text answer left a change undone (`_confirm`); the
-        node turns it on for a grammar-bound model (`llm.grammar`)."""
-        self._acted = False  # a call of this turn may have changed the project
-        self._confirmed = 0  # how many times this turn's `_confirm` was asked
 
     @property
     def prompt_id(self) -> int | None:
@@ -311,9 +281,6 @@ class AgentMachine:
         self.session.append(message, finish_reason=msg.finish_reason, usage=msg.usage)
         if not calls:
             cut = CUT_REASONS.get(msg.finish_reason or "")
-            asked = self._confirmed >= MAX_CONFIRMS
-            if self.confirm_changes and not (cut or asked or self._acted):
-                return [usage, *self._confirm()]
             return [usage, *self._end_turn(cut=cut)]
         self.state = State.AWAITING_TOOLS
         self._calls, self._results = calls, {}
@@ -405,8 +372,6 @@ class AgentMachine:
             for feedback, call, note in self._held:
                 self._append_result(feedback, call, note)
             actions.append(Show("check", "check stopped (interrupted)"))
-        elif self.state is State.CONFIRMING and self._prompt_id is not None:
-            actions.append(CancelInference(self._prompt_id))
         elif self.state is State.STREAMING and self._prompt_id is not None:
             actions.append(CancelInference(self._prompt_id))
             partial = "".join(self._partial)
@@ -455,34 +420,6 @@ class AgentMachine:
         notice = [Show("notice", prepared.notice)] if prepared.notice else []
         return [*notice, StartInference(prompt)]
 
-    def _confirm(self) -> list[Action]:
-        """Ask the model, in one grammar-bound inference (yes or no) outside the session,
-        whether the person's message still wants a change the turn has not made: a
-        small model reads a file, then describes the edit instead of making it (issue
-        32). The model judges its own request; the node reads no word of it. At most
-        `MAX_CONFIRMS` times a turn, only when `confirm_changes` is on and no call of
-        the turn could have changed the project."""
-        self._confirmed += 1
-        self._prompt_id = self._next_id
-        self._next_id += 1
-        self.state = State.CONFIRMING
-        messages = [*self.session.request_messages(), {"role": "user", "content": CONFIRM_QUESTION}]
-        prompt = DirectPrompt(self._prompt_id, tuple(messages), (), grammar=CONFIRM_GRAMMAR)
-        return [StartInference(prompt)]
-
-    def _on_confirmed(self, msg: OracleDone) -> list[Action]:
-        if msg.text.strip().lower() != "yes" or self._steps >= self.max_steps:
-            return self._end_turn()
-        self.session.append({"role": "user", "content": NUDGE}, nudge=True)
-        said = "the answer described a change without making it: the agent was asked to make it"
-        return [Show("notice", said), *self._start()]
-
-    def _on_confirm_failed(self, msg: OracleFailed) -> list[Action]:
-        return self._end_turn()
-
-    def _on_confirm_chunk(self, msg: OracleChunk) -> list[Action]:
-        return []  # the yes or no is the node's, never shown
-
     def _maybe_continue(self) -> list[Action]:
         if len(self._results) < len(self._calls):
             return []
@@ -498,8 +435,6 @@ class AgentMachine:
                 note = _runaway_note(repeats, feedback.failed)
             held.append((feedback, call, note))
             changed += _changed_paths(call, feedback)
-            acting = call.name.rpartition(REMOTE_SEPARATOR)[2] in ACTING_TOOLS
-            self._acted = self._acted or (acting and not feedback.failed)
         parsed, exhausted = self._judge_parses(held) if runaway is None else ([], False)
         if exhausted:
             for feedback, call, note in held:
@@ -552,7 +487,6 @@ class AgentMachine:
         return self._start()
 
     def _new_turn(self) -> None:
-        self._acted, self._confirmed = False, 0
         self._steps = 0
         self._repeats.clear()
         self._turn += 1
@@ -743,11 +677,6 @@ _TRANSITIONS: dict[tuple[State, type], Callable[[AgentMachine, Any], list[Action
     (State.CHECKING, ToolExecutionFeedback): AgentMachine._on_feedback,
     (State.CHECKING, UserPrompt): AgentMachine._on_queue,
     (State.CHECKING, ApprovalResolved): AgentMachine._on_approval_resolved,
-    (State.CONFIRMING, OracleChunk): AgentMachine._on_confirm_chunk,
-    (State.CONFIRMING, OracleDone): AgentMachine._on_confirmed,
-    (State.CONFIRMING, OracleFailed): AgentMachine._on_confirm_failed,
-    (State.CONFIRMING, UserPrompt): AgentMachine._on_queue,
-    (State.CONFIRMING, ApprovalResolved): AgentMachine._on_approval_resolved,
     (State.IDLE, InterruptAndSuggest): AgentMachine._on_idle_suggestion,
     (State.IDLE, Interrupt): AgentMachine._on_idle_interrupt,
 }

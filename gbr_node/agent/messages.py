@@ -91,9 +91,6 @@ class DirectPrompt:
     prompt_id: int
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...]
-    grammar: str | None = None
-    """A GBNF grammar the answer must follow (a grammar-bound model's own question,
-    `AgentMachine._confirm`); None: the client decides (`llm.grammar` for tools)."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import trio
 
@@ -37,17 +37,6 @@ class ChatModel(Protocol):
     ) -> AbstractAsyncContextManager[AsyncIterable[Event]]: ...
 
 
-class GrammarModel(ChatModel, Protocol):
-    """A model client that also takes a GBNF grammar for one answer (`ModelClient`)."""
-
-    def stream_chat(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        grammar: str | None = None,
-    ) -> AbstractAsyncContextManager[AsyncIterable[Event]]: ...
-
-
 async def run_inference(
     model: Callable[[], ChatModel], prompt: DirectPrompt, send: trio.MemorySendChannel[object]
 ) -> None:
@@ -63,12 +52,7 @@ async def run_inference(
     pid = prompt.prompt_id
     text: list[str] = []
     try:
-        client = model()
-        if prompt.grammar is not None:
-            bound = cast(GrammarModel, client)
-            chat = bound.stream_chat(list(prompt.messages), None, grammar=prompt.grammar)
-        else:
-            chat = client.stream_chat(list(prompt.messages), list(prompt.tools) or None)
+        chat = model().stream_chat(list(prompt.messages), list(prompt.tools) or None)
         async with chat as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):

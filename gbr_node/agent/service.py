@@ -18,6 +18,7 @@ from gbr_node.config.events import UpdateEnv
 from gbr_node.config.loader import LoadedProfile
 from gbr_node.config.profile import ALL_LOCAL_TOOLS
 from gbr_node.library.lookup import Prelookup
+from gbr_node.library.mention import project_names
 from gbr_node.llm.window import DEFAULT_CONTEXT_TOKENS
 from gbr_node.sandbox import Sandbox
 from gbr_node.slash import Command
@@ -25,11 +26,12 @@ from gbr_node.textcells import DIM, RESET, one_line
 from gbr_node.tools.workspace import workspace_view
 
 PROJECT_SHARE = 0.05  # of the window, at most, for the project's files (agent.project)
-Lookup = Callable[[str, "int | None"], Awaitable["Prelookup | None"]]
-"""The library lookup of a message for a window of so many tokens (`library.service`)."""
+Lookup = Callable[[str, "int | None", frozenset[str]], Awaitable["Prelookup | None"]]
+"""The library lookup of a message for a window of so many tokens, leaving out the
+project's own names (`library.service`)."""
 
 
-async def _no_lookup(text: str, window: int | None) -> Prelookup | None:
+async def _no_lookup(text: str, window: int | None, local: frozenset[str]) -> Prelookup | None:
     return None
 
 
@@ -85,23 +87,27 @@ class AgentService:
         starts (`agent.project`, at most `PROJECT_SHARE` of the window), then the
         library lookup (`with_library_context`). Neither depends on the words of
         the request beyond the lookup's own code mentions (issue 32, 33)."""
-        prompt = await self.with_library_context(prompt)
+        view = await trio.to_thread.run_sync(workspace_view, self._sandbox())
+        files = None if view is None else view[0]
+        prompt = await self.with_library_context(prompt, project_names(files or {}))
         window = self.window_tokens()
         budget = int((window or DEFAULT_CONTEXT_TOKENS) * PROJECT_SHARE)
-        view = await trio.to_thread.run_sync(workspace_view, self._sandbox())
-        note = project_note(None if view is None else view[0], budget)
+        note = project_note(files, budget)
         if not note:
             return prompt
         context = f"{note}\n\n{prompt.context}" if prompt.context else note
         return UserPrompt(prompt.text, context=context)
 
-    async def with_library_context(self, prompt: UserPrompt) -> UserPrompt:
+    async def with_library_context(
+        self, prompt: UserPrompt, local: frozenset[str] = frozenset()
+    ) -> UserPrompt:
         """The prompt with the node's own library lookup added (`library.service`,
-        `[library] prelookup`). The block rides on this one message only: it is not
+        `[library] prelookup`), for a name that is not one of the project's own,
+        `local`. The block rides on this one message only: it is not
         added again after tool results; the embedded model's grammar takes no word
         of any message (issue 32), so never the block's (issue 33). A lookup that
         fails or takes too long leaves the prompt as it is."""
-        found = await self._lookup(prompt.text, self.window_tokens())
+        found = await self._lookup(prompt.text, self.window_tokens(), local)
         if found is None:
             return prompt
         return UserPrompt(prompt.text, context=found.context)

@@ -108,14 +108,11 @@ class Session:
         self._changed("compact", {"cut": cut, "trimmed": sorted(self.trimmed)})
 
     def turn_starts(self) -> list[int]:
-        """Indices of the entries that begin a turn: the person's messages (not stale, not
-        the node's own nudge mid-turn, `agent.machine.NUDGE`)."""
+        """Indices of the entries that begin a turn: the person's messages (not stale)."""
         return [
             i
             for i, entry in enumerate(self.entries)
-            if i > 0
-            and entry.message.get("role") == "user"
-            and not (entry.meta.get("stale") or entry.meta.get("nudge"))
+            if i > 0 and entry.message.get("role") == "user" and not entry.meta.get("stale")
         ]
 
     def apply(self, op: str, payload: dict[str, Any]) -> None:

@@ -317,14 +317,15 @@ class LibraryIndex:
             ]
         return out
 
-    def mentions(self, text: str) -> Mentions:
+    def mentions(self, text: str, local: frozenset[str] = frozenset()) -> Mentions:
         """The installed packages `text` names and the public names of them it
         spells as code (`mention.candidates`: an import, backticks, a call, a
         dotted name, a snake_case or CamelCase identifier, or a package's own name
         next to a word like library or package). A builtin's name (`print(`) is
         not a library's, nor is a class's member for a bare call (`is_even(n)`);
         a plain word, a file name and a module that shares its name with a file
-        extension never count (issue 33)."""
+        extension never count (issue 33); nor does a name of the project's own,
+        `local` (`mention.project_names`), written as code or its head."""
         names = self.package_names(fresh=True)
         packages: list[str] = []
         spelled: list[str] = []
@@ -332,6 +333,8 @@ class LibraryIndex:
         db = self._db()
         for candidate in candidates(text):
             word = candidate.text
+            if candidate.how != "word" and word.partition(".")[0] in local:
+                continue  # the project's own code (`fetch()` of its client.py)
             head = word.partition(".")[0].lower()
             if candidate.how == "word" or (head in names and candidate.how != "code"):
                 key = names.get(head) if candidate.how != "word" else names.get(word.lower())

@@ -71,15 +71,20 @@ def block_tokens(window: int | None, cap: int, explicit: bool) -> int:
 
 
 def prelookup(
-    index: LibraryIndex, text: str, max_tokens: int, window: int | None = None
+    index: LibraryIndex,
+    text: str,
+    max_tokens: int,
+    window: int | None = None,
+    local: frozenset[str] = frozenset(),
 ) -> Prelookup | None:
     """The lookup for a person's message, or None when it names no installed
-    package nor public name as code (`LibraryIndex.mentions`), when the window
+    package nor public name as code (`LibraryIndex.mentions`; the project's own
+    names, `local`, are not the libraries'), when the window
     leaves it no room (`block_tokens`), or when nothing was found. The
     definitions it spells come first, then what a search of the message finds
     in the packages it names. Blocking (indexes the named distributions when
     they are new or changed); raises LibraryError."""
-    mentions = index.mentions(text)
+    mentions = index.mentions(text, local)
     if not mentions.packages:
         return None
     budget = block_tokens(window, max_tokens, mentions.explicit)
@@ -87,7 +92,7 @@ def prelookup(
         return None
     report = index.refresh(only=mentions.packages)
     if report.indexed:
-        mentions = index.mentions(text)  # names of a package indexed just now
+        mentions = index.mentions(text, local)  # names of a package indexed just now
     named = [h for name in mentions.names for h in index.exact(name)[:1]]
     hits = index.search(text, package=mentions.packages[0], limit=PRELOOKUP_HITS)
     hits = [h for h in hits if normalise(h.dist) in mentions.packages]

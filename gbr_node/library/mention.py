@@ -18,12 +18,15 @@ Plain words elsewhere are never candidates, so a common English word ("rich",
 (dnspython's `txt`) never triggers a lookup; neither does a file name of the
 project (`todo.md`, `notes.txt`, `src/app.py`), whose last part is a known file
 extension. `index.LibraryIndex.mentions` then keeps the candidates an installed
-distribution defines.
+distribution defines, less the project's own names (`project_names`: its
+modules and what its files define): `fetch()` asked of a project whose
+`client.py` defines `fetch` names the project's code, not GitPython's.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 LIBRARY_WORDS = frozenset(
@@ -52,6 +55,11 @@ _BACKTICK = re.compile(r"`([^`\s]{1,200})`")
 _WORD = re.compile(rf"(?<![\w/\\.-]){_NAME}(?![\w/\\-]|\.[A-Za-z_])")
 _PATHLIKE = re.compile(r"[\w.-]*[/\\][\w./\\-]*")
 _INNER_CAPITAL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
+_DEFINED = re.compile(
+    r"^[ \t]*(?:(?:export[ \t]+)?(?:async[ \t]+)?(?:def|class|function|fn|func)[ \t]+"
+    r"([A-Za-z_][A-Za-z0-9_]*)|([A-Za-z_][A-Za-z0-9_]*)[ \t]*(?::[^=\n]*)?=(?!=))",
+    re.MULTILINE,
+)
 
 
 @dataclass(frozen=True)
@@ -124,3 +132,18 @@ def candidates(text: str) -> list[Candidate]:
             seen.add(candidate.text)
             out.append(candidate)
     return out
+
+
+def project_names(files: Mapping[str, str | None]) -> frozenset[str]:
+    """The names a project's own code gives (`files`: root-relative path to text, None
+    when unknown, as `tools.workspace.workspace_view` returns them): each file's module
+    name (`client` of `src/client.py`) and what a line of its text defines (`def`,
+    `class`, `function`, `fn`, `func`, or an assignment at the line's start)."""
+    names: set[str] = set()
+    for path, text in files.items():
+        stem = path.rpartition("/")[2].partition(".")[0]
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stem):
+            names.add(stem)
+        for match in _DEFINED.finditer(text or ""):
+            names.add(match.group(1) or match.group(2))
+    return frozenset(names)

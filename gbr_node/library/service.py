@@ -68,9 +68,12 @@ class LibraryService:
         if self._index is not None:
             self._index.close()
 
-    async def lookup(self, text: str, window: int | None) -> Prelookup | None:
+    async def lookup(
+        self, text: str, window: int | None, local: frozenset[str] = frozenset()
+    ) -> Prelookup | None:
         """The node's own library lookup for a message, when it names an installed
-        package or public name (`[library] prelookup`); one status line says what
+        package or public name that is not one of the project's own, `local`
+        (`[library] prelookup`); one status line says what
         was added. The block is sized to the model's window `window` (tokens;
         `lookup.block_tokens`: a tenth at most, none under 8k tokens unless a
         package is named outright). A lookup that fails or takes longer than
@@ -89,6 +92,7 @@ class LibraryService:
                     text,
                     config.context_tokens,
                     window,
+                    local,
                     abandon_on_cancel=True,
                 )
             except LibraryError as exc:

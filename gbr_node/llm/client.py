@@ -113,14 +113,9 @@ class ModelClient:
         await self._http.aclose()
 
     def stream_chat(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        grammar: str | None = None,
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
     ) -> ChatStream:
-        """One model turn over `messages` (chat-completions message dicts) offering `tools`;
-        `grammar` (GBNF, sent only with `settings.tool_grammar`) binds an answer that
-        offers no tools.
+        """One model turn over `messages` (chat-completions message dicts) offering `tools`.
 
         Returns a `ChatStream`: use it as `async with ... as stream:` then
         `async for event in stream`. Raises ValueError at once when
@@ -128,7 +123,7 @@ class ModelClient:
         """
         if not messages:
             raise ValueError("messages must be a non-empty list of message dicts")
-        return ChatStream(self, list(messages), list(tools or []), grammar)
+        return ChatStream(self, list(messages), list(tools or []))
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
@@ -251,16 +246,11 @@ class ChatStream:
     """
 
     def __init__(
-        self,
-        client: ModelClient,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        grammar: str | None = None,
+        self, client: ModelClient, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> None:
         self._client = client
         self._messages = messages
         self._tools = tools
-        self._grammar = grammar
         self._assembler = DeltaAssembler(text_calls=client.settings.tool_grammar and bool(tools))
         self._completion: Completion | None = None
         self._events: AsyncGenerator[Event, None] = self._run()
@@ -323,8 +313,6 @@ class ChatStream:
             if grammar:
                 body["grammar"] = grammar
                 body["tool_choice"] = "none"
-        elif self._grammar is not None and settings.tool_grammar:
-            body["grammar"] = self._grammar
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         body["stream"] = streaming

@@ -16,7 +16,8 @@ the rules that read them):
   the bounds that would make it invalid (no empty string where `minLength` is
   1, no zero or negative count), optional ones optional; or (unless
   `must_call`: the first answer after the person's message, and the answer
-  after one of the turn's first failed calls, so a request is met by looking
+  after one of the turn's first failed calls or searches that found nothing,
+  so a request is met by looking
   at the project, not by describing a call in prose) plain text that does
   not start with `<`, `{`, a backtick or whitespace (a call or a code block
   written as text). Tools whose parameters the grammar cannot express
@@ -26,7 +27,10 @@ the rules that read them):
   must exist do: `read_file` and `edit_file` name a file that exists,
   `list_dir` a folder that exists, `search_text`, `delete_path` and
   `move_path`'s source either; `edit_file` only a file read (or written)
-  in the turn, so the model has seen what it replaces; and a read or listing
+  in the turn, so the model has seen what it replaces, and when the file's
+  text is known its `old_string` is whole, consecutive lines of it (text
+  `edit_file` will find: no line number of `read_file`'s output, no
+  guessed indentation); and a read or listing
   already answered in the turn is not offered again (`answered`; a file
   changed since may be read again). A tool none of whose targets exists is
   left out. Without a workspace (too large, or not given) paths are free.
@@ -73,8 +77,8 @@ _EXISTING = {
     ("move_path", "source"): "any",
 }
 _READS = ("read_file", "list_dir")  # not offered again for what the turn already answered
-NODE_NOTE = "[gbr-node] "  # a user message starting so is the node's, mid-turn, not the person's
 MAX_FORCED_AFTER_ERRORS = 2  # failed calls in a turn after which an answer may be text
+NOTHING_FOUND = "[0 matching lines in "  # how `tools.search`'s answer starts when none matched
 _EDIT = "edit_file"  # offered for a file only once it was read (or written) in the turn
 _CHANGES = ("write_file", "edit_file")
 # Text, not a call: its first character is none of `<` (a call), `{` (a call's JSON
@@ -99,12 +103,16 @@ class Workspace:
 
 def answered(messages: list[dict[str, Any]]) -> frozenset[tuple[str, str]]:
     """`Workspace.done` of a conversation, from the calls made since the person's last
-    message: `read_file` and `list_dir` ones, less the files written or edited after."""
+    message: `read_file` and `list_dir` ones, less the files written or edited after,
+    and `search_text` of a path where it found nothing (the model searched the same
+    guessed key three times; `read_file` shows what the file holds)."""
     done: set[tuple[str, str]] = set()
-    for name, path in _calls_in_turn(messages):
+    for name, path, result in _calls_in_turn(messages):
+        found_nothing = name == "search_text" and (result or "").startswith(NOTHING_FOUND)
         if name in _CHANGES:
             done.discard(("read_file", path))
-        elif name in _READS:
+            done.discard(("search_text", path))
+        elif name in _READS or found_nothing:
             done.add((name, path))
     return frozenset(done)
 
@@ -115,7 +123,8 @@ def must_call(messages: list[dict[str, Any]]) -> bool:
     prose), and the answer right after a failed call, for the first
     `MAX_FORCED_AFTER_ERRORS` failures of the turn (the model said "let's try again"
     and stopped). A failed call is a tool message starting `error:` (the wire form of
-    `ToolExecutionFeedback.as_text`). Reads the roles and results, never the words."""
+    `ToolExecutionFeedback.as_text`) or a search that found nothing (`NOTHING_FOUND`).
+    Reads the roles and results, never the words."""
     if not messages:
         return False
     last = messages[-1]
@@ -125,41 +134,41 @@ def must_call(messages: list[dict[str, Any]]) -> bool:
         return False
     failures = 0
     for message in reversed(messages):
-        if _persons(message):
+        if message.get("role") == "user":
             break
         failures += message.get("role") == "tool" and _failed(message)
     return failures <= MAX_FORCED_AFTER_ERRORS
 
 
-def _persons(message: dict[str, Any]) -> bool:
-    """Whether `message` is the person's: a user message that is not the node's own
-    (`NODE_NOTE`, sent mid-turn by `agent.machine`), so it starts a turn."""
-    content = message.get("content")
-    return message.get("role") == "user" and not (
-        isinstance(content, str) and content.startswith(NODE_NOTE)
-    )
-
-
 def _failed(message: dict[str, Any]) -> bool:
+    """A tool message of a failed call (`error:`), or of a search that found nothing
+    (`NOTHING_FOUND`): the model then answered from memory ("It is set to 5432")."""
     content = message.get("content")
-    return isinstance(content, str) and content.startswith("error:")
+    return isinstance(content, str) and content.startswith(("error:", NOTHING_FOUND))
 
 
 def seen_in_turn(messages: list[dict[str, Any]]) -> frozenset[str]:
     """`Workspace.seen`: the paths `read_file` or `write_file` named since the person's
     last message."""
     return frozenset(
-        path for name, path in _calls_in_turn(messages) if name in ("read_file", "write_file")
+        path for name, path, _ in _calls_in_turn(messages) if name in ("read_file", "write_file")
     )
 
 
-def _calls_in_turn(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """`(tool, path)` of each call since the person's last message (`path` "." when
-    the call names none; calls whose arguments do not parse are left out)."""
-    calls: list[tuple[str, str]] = []
+def _calls_in_turn(messages: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+    """`(tool, path, result)` of each call since the person's last message, in order
+    (`path` "." when the call names none; `result` the text of the tool message
+    answering it, None until it came; calls whose arguments do not parse are left
+    out). Ids may repeat across answers: a result answers the latest call of its id."""
+    calls: list[list[Any]] = []
     for message in messages:
-        if _persons(message):
+        if message.get("role") == "user":
             calls.clear()
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, str):
+            waiting = [c for c in calls if c[3] == message.get("tool_call_id") and c[2] is None]
+            if waiting:
+                waiting[-1][2] = content
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             try:
@@ -169,8 +178,8 @@ def _calls_in_turn(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
             path = arguments.get("path", ".") if isinstance(arguments, dict) else None
             name = function.get("name")
             if isinstance(path, str) and isinstance(name, str):
-                calls.append((name, path))
-    return calls
+                calls.append([name, path, None, call.get("id")])
+    return [(name, path, result) for name, path, result, _ in calls]
 
 
 def _one_of(values: Iterable[str]) -> str:
@@ -207,9 +216,61 @@ def _value_rule(schema: Any) -> str | None:
     return _TYPES.get(kind) if isinstance(kind, str) else None
 
 
-def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = None) -> str | None:
+def _arguments_rules(
+    name: str, parameters: Any, workspace: Workspace | None, rules: list[str]
+) -> list[str]:
+    """The GBNF alternatives of tool `name`'s arguments: one, or for `edit_file` with a
+    `workspace` one per file it may name whose text is known, its `old_string` bound
+    to whole lines of that text (`_lines_rule`, whose rules go to `rules`), and one
+    for the others."""
+    if name != _EDIT or workspace is None:
+        return [rule for rule in [_arguments_rule(name, parameters, workspace)] if rule]
+    targets = _targets(name, "path", workspace) or []
+    known = [path for path in targets if workspace.files.get(path)]
+    unknown = [path for path in targets if path not in known]
+    found = []
+    for path in known:
+        text = workspace.files[path] or ""
+        fixed = {"path": _one_of([path]), "old_string": _lines_rule(len(rules), text, rules)}
+        found.append(_arguments_rule(name, parameters, workspace, fixed))
+    if unknown:
+        found.append(_arguments_rule(name, parameters, workspace, {"path": _one_of(unknown)}))
+    return [rule for rule in found if rule]
+
+
+def _lines_rule(index: int, text: str, rules: list[str]) -> str:
+    """The GBNF of an `old_string` that is one or more whole, consecutive lines of `text`
+    (a run starts at a line that is not blank; it may end with the line's newline):
+    text the file holds, as `edit_file` requires, never a line number of `read_file`'s
+    output nor a guessed indentation. Its rules `eN-L` are appended to `rules`."""
+    lines = text.split("\n")
+    ends = lines[-1] == ""
+    if ends:
+        lines.pop()
+    starts = []
+    for number, line in enumerate(lines):
+        piece = [_literal(json.dumps(line, ensure_ascii=False)[1:-1])] if line else []
+        if number + 1 < len(lines):
+            piece.append(f"({_literal(chr(92) + 'n')} e{index}-{number + 1}?)?")
+        elif ends:
+            piece.append(f"{_literal(chr(92) + 'n')}?")
+        rules.append(f"e{index}-{number} ::= {' '.join(piece)}")
+        if line.strip():
+            starts.append(f"e{index}-{number}")
+    if not starts:
+        return "jstr1"
+    return f'"\\"" ({" | ".join(starts)}) "\\""'
+
+
+def _arguments_rule(
+    name: str,
+    parameters: Any,
+    workspace: Workspace | None = None,
+    fixed: Mapping[str, str] | None = None,
+) -> str | None:
     """The GBNF of tool `name`'s arguments object: required keys in order, then optional
-    ones; with `workspace`, paths as the module docstring says."""
+    ones; with `workspace`, paths as the module docstring says; `fixed` gives the value
+    rule of some keys."""
     if not isinstance(parameters, dict):
         return None
     properties = parameters.get("properties") or {}
@@ -221,7 +282,9 @@ def _arguments_rule(name: str, parameters: Any, workspace: Workspace | None = No
     for key in [*required, *optional]:
         value = _value_rule(properties[key])
         targets = _targets(name, key, workspace)
-        if targets is not None:
+        if fixed and key in fixed:
+            value = fixed[key]
+        elif targets is not None:
             if not targets and key in required:
                 return None  # nothing it could act on: not offered
             value = _one_of(targets) if targets else None
@@ -268,13 +331,14 @@ def tool_call_grammar(
     exists. None when no tool can be expressed (then no grammar should be sent).
     """
     calls = []
+    rules: list[str] = []
     for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             continue
-        arguments = _arguments_rule(function["name"], function.get("parameters") or {}, workspace)
-        if arguments is not None:
-            head = _literal('{"name": ' + json.dumps(function["name"]) + ', "arguments": ')
+        name, parameters = function["name"], function.get("parameters") or {}
+        head = _literal('{"name": ' + json.dumps(name) + ', "arguments": ')
+        for arguments in _arguments_rules(name, parameters, workspace, rules):
             calls.append(f'{head} {arguments} "}}"')
     if not calls:
         return None
@@ -282,6 +346,7 @@ def tool_call_grammar(
         "root ::= call" if must_call else "root ::= call | answer",
         f"call ::= {_literal(CALL_OPEN)} ({' | '.join(calls)}) {_literal(CALL_CLOSE)}",
         ANSWER_RULE,
+        *rules,
     ]
     return "\n".join(lines) + "\n" + _VALUES
 

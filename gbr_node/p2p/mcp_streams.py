@@ -25,10 +25,11 @@ from gbr_node.errors import StreamEnded
 from gbr_node.p2p.host import P2PHost, parse_target
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc import client
+from gbr_node.rpc.messages import CallToolResult, ListToolsResult, ToolInfo
 from gbr_node.rpc.server import Limits
 from gbr_node.rpc.session import CallSession
 
-__all__ = ["MCP_PIPELINED", "MCP_PROTOCOL", "McpStreams", "call_once"]
+__all__ = ["MCP_PIPELINED", "MCP_PROTOCOL", "McpStreams", "call_once", "call_tool", "list_tools"]
 
 MCP_PROTOCOL = "/gbr/mcp/1.0.0"
 """One request per stream (protocols/gbr-mcp-1.0.0.md)."""
@@ -163,3 +164,60 @@ class McpStreams:
             del self._sessions[peer_id]
         if not session.in_flight:
             await session.aclose()
+
+
+async def call_tool(
+    host: P2PHost,
+    target: str,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    limits: Limits,
+    dial_timeout_s: float = 10.0,
+    streams: McpStreams | None = None,
+) -> dict[str, Any]:
+    """Call tool `name` on `target` (peer ID or `/p2p/` multiaddr).
+
+    With `streams`, on the peer's kept `/gbr/mcp/1.1.0` stream (1.0.0 for a
+    peer that speaks only that); without, on a new 1.0.0 stream. Returns the
+    MCP result `{"content": [...], "isError": bool}`. Raises PeerUnreachable
+    (dial, Noise, wrong peer ID, stream broken), CallTimeout (after
+    `limits.call_timeout_s`), or an RpcError subclass the peer sent
+    (UnauthorizedPeer, InvalidParams for a tool not granted, ...). A call
+    given up before its answer (time limit, cancellation) is withdrawn (its
+    1.0.0 stream reset; on 1.1.0, `notifications/cancelled`): the peer stops it
+    and frees its slot.
+    """
+    params = {"name": name, "arguments": arguments}
+    result = await _call(host, target, "tools/call", params, limits, dial_timeout_s, streams)
+    return client.shaped(CallToolResult, result, "tools/call").model_dump(exclude_none=True)
+
+
+async def list_tools(
+    host: P2PHost,
+    target: str,
+    *,
+    limits: Limits,
+    dial_timeout_s: float = 10.0,
+    streams: McpStreams | None = None,
+) -> list[ToolInfo]:
+    """`tools/list` on `target`: the tools it grants us. Raises like `call_tool`."""
+    result = await _call(host, target, "tools/list", None, limits, dial_timeout_s, streams)
+    return client.shaped(ListToolsResult, result, "tools/list").tools
+
+
+async def _call(
+    host: P2PHost,
+    target: str,
+    method: str,
+    params: dict[str, Any] | None,
+    limits: Limits,
+    dial_timeout_s: float,
+    streams: McpStreams | None,
+) -> dict[str, Any]:
+    if streams is not None:
+        return await streams.call(
+            target, method, params, limits=limits, dial_timeout_s=dial_timeout_s
+        )
+    stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
+    return await call_once(stream, method, params, limits=limits)

@@ -7,7 +7,9 @@ it reads anything. An untrusted peer gets the JSON-RPC "unauthorized peer"
 error (nothing runs), then its connection is closed. Calling: with
 `McpStreams`, on the peer's kept 1.1.0 stream (p2p/mcp_streams.py); without,
 one new 1.0.0 stream per request (ADR-0012b), closed when the response is
-in, reset when the call is given up (so the peer stops it).
+in, reset when the call is given up (so the peer stops it). `call_tool` and
+`list_tools` live in p2p/mcp_streams.py (so `gbr-node call` needs none of the
+serving side) and are named here too.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from typing import Any
 import trio
 
 from gbr_node.p2p.host import P2PHost
-from gbr_node.p2p.mcp_streams import MCP_PIPELINED, MCP_PROTOCOL, McpStreams, call_once
+from gbr_node.p2p.mcp_streams import (
+    MCP_PIPELINED,
+    MCP_PROTOCOL,
+    McpStreams,
+    call_tool,
+    list_tools,
+)
 from gbr_node.rpc import client
-from gbr_node.rpc.messages import CallToolResult, ListToolsResult, ToolInfo
 from gbr_node.rpc.pipelined import serve_pipelined
 from gbr_node.rpc.server import CallRecord, Limits, RpcServer
 from gbr_node.rpc.toolhost import Grant, ProfileToolHost
@@ -96,63 +103,6 @@ def describe_call(record: CallRecord, alias: str | None) -> str:
     who = alias or f"{record.peer_id[:6]}…{record.peer_id[-6:]}"
     what = record.tool or record.method or "-"
     return f"{who} {what} {record.outcome} {record.elapsed_s * 1000:.0f} ms"
-
-
-async def call_tool(
-    host: P2PHost,
-    target: str,
-    name: str,
-    arguments: dict[str, Any],
-    *,
-    limits: Limits,
-    dial_timeout_s: float = 10.0,
-    streams: McpStreams | None = None,
-) -> dict[str, Any]:
-    """Call tool `name` on `target` (peer ID or `/p2p/` multiaddr).
-
-    With `streams`, on the peer's kept `/gbr/mcp/1.1.0` stream (1.0.0 for a
-    peer that speaks only that); without, on a new 1.0.0 stream. Returns the
-    MCP result `{"content": [...], "isError": bool}`. Raises PeerUnreachable
-    (dial, Noise, wrong peer ID, stream broken), CallTimeout (after
-    `limits.call_timeout_s`), or an RpcError subclass the peer sent
-    (UnauthorizedPeer, InvalidParams for a tool not granted, ...). A call
-    given up before its answer (time limit, cancellation) is withdrawn (its
-    1.0.0 stream reset; on 1.1.0, `notifications/cancelled`): the peer stops it
-    and frees its slot.
-    """
-    params = {"name": name, "arguments": arguments}
-    result = await _call(host, target, "tools/call", params, limits, dial_timeout_s, streams)
-    return client.shaped(CallToolResult, result, "tools/call").model_dump(exclude_none=True)
-
-
-async def list_tools(
-    host: P2PHost,
-    target: str,
-    *,
-    limits: Limits,
-    dial_timeout_s: float = 10.0,
-    streams: McpStreams | None = None,
-) -> list[ToolInfo]:
-    """`tools/list` on `target`: the tools it grants us. Raises like `call_tool`."""
-    result = await _call(host, target, "tools/list", None, limits, dial_timeout_s, streams)
-    return client.shaped(ListToolsResult, result, "tools/list").tools
-
-
-async def _call(
-    host: P2PHost,
-    target: str,
-    method: str,
-    params: dict[str, Any] | None,
-    limits: Limits,
-    dial_timeout_s: float,
-    streams: McpStreams | None,
-) -> dict[str, Any]:
-    if streams is not None:
-        return await streams.call(
-            target, method, params, limits=limits, dial_timeout_s=dial_timeout_s
-        )
-    stream = await host.new_stream(target, MCP_PROTOCOL, timeout_s=dial_timeout_s)
-    return await call_once(stream, method, params, limits=limits)
 
 
 async def notify_peer(

@@ -38,7 +38,7 @@ from gbr_node.checks.builtin import breakage, kind_of
 from gbr_node.checks.plan import FormatOutcome
 from gbr_node.checks.verdict import Verdict, format_note
 from gbr_node.config.profile import ToolsConfig
-from gbr_node.errors import ApprovalRequired, GbrError, ToolError
+from gbr_node.errors import ApprovalRequired, GbrError, SecurityViolation, ToolError
 from gbr_node.sandbox import Resolved, Sandbox
 from gbr_node.sandbox.caller import caller_is_remote
 from gbr_node.tools.base import SEEN, Params, Tool, ToolResult, change_owner
@@ -205,7 +205,8 @@ class FileTools:
         Raises ApprovalRequired (protected path, nothing written),
         SecurityViolation (outside the root), ToolError (a folder, OS failure, or for
         the local agent an existing file it did not read in the turn: `base.SEEN`; a
-        protected file goes to the person's approval first, who sees the whole diff).
+        protected file goes to the person's approval first, who sees the whole diff;
+        or content the file already holds, perhaps less its trailing newlines).
         """
         where = self._sandbox.resolve(params.path)
         self._refuse_protected("write_file", where, params.content)  # the person reviews it
@@ -216,10 +217,26 @@ class FileTools:
                 "written: read_file it first, then change it with edit_file (or write_file "
                 "with its whole new content)"
             )
+        if existed and self._unchanged(where, params.content):
+            raise ToolError(
+                f"{where.relative} already holds this text: that changes nothing; nothing "
+                "written"
+            )
         before = self._old_text(where) if existed else None
         verb = "replaced" if existed else "created"
         said = f"{verb} {where.relative}"
         return self._save(where, before, params.content, said, existed=existed, sized=True)
+
+    def _unchanged(self, where: Resolved, content: str) -> bool:
+        """Whether `content` is the text `where` holds, or that text less its trailing
+        newlines: a write that changes nothing, as `edit_file` refuses one (a small
+        model read notes.txt and wrote it back, less its last newline, when asked
+        for a new script)."""
+        try:
+            text = load_text(self._sandbox, where.path, where.relative, self._cap)
+        except (ToolError, SecurityViolation):
+            return False  # not text, or not readable: the write is judged as before
+        return content in (text, text.rstrip("\r\n"))
 
     def _seen(self, where: Resolved) -> bool:
         """Whether the running call may replace `where` whole: always, but for the local

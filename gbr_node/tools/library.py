@@ -6,20 +6,25 @@ distributions of the profile's `[library]` environments and sources), each
 checked to lie inside its folder once symlinks are resolved; they never touch
 the project through this route, so no sandbox rule of the project is passed
 by. Each call first re-checks the environments (`LibraryIndex.refresh`), so a
-`pip install` made since the last call is searched too.
+`pip install` made since the last call is searched too. A query that is the
+path of something the project holds is answered with an error saying to read
+it with `read_file` (a small model searched the libraries for
+`requirements.txt` and answered from dnspython's TXT record).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
-from gbr_node.errors import LibraryError, ToolError
+from gbr_node.errors import GbrError, LibraryError, ToolError
 from gbr_node.library.index import MAX_LIMIT, READ_DEFAULT_LINES, READ_MAX_LINES, LibraryIndex
 from gbr_node.library.present import answer_text
 from gbr_node.library.words import named_identifiers
+from gbr_node.sandbox import Sandbox
 from gbr_node.tools.base import Params, Tool, ToolResult
 
 
@@ -57,10 +62,33 @@ class ReadLibraryParams(Params):
 
 
 class LibraryTools:
-    """The handlers, bound to one `LibraryIndex`."""
+    """The handlers, bound to one `LibraryIndex`; with a `project` sandbox, a query
+    that names one of its files or folders is refused (`_not_the_project`)."""
 
-    def __init__(self, index: LibraryIndex) -> None:
+    def __init__(self, index: LibraryIndex, project: Sandbox | None = None) -> None:
         self._index = index
+        self._project = project
+
+    def _not_the_project(self, query: str) -> None:
+        """Raise ToolError when `query` (stripped of spaces, quotes and a `:LINE`) is a
+        path that exists in the project: those are read with read_file, not here."""
+        if self._project is None:
+            return
+        text = query.strip().strip("`'\"")
+        path = text.rsplit(":", 1)[0] if re.fullmatch(r".+:\d+", text) else text
+        if not path or path.startswith("/") or path in (".", ".."):
+            return
+        try:
+            where = self._project.resolve(path)
+        except GbrError:
+            return
+        if where.path.exists() and not self._project.hidden(str(where.path)):
+            kind = "folder" if where.path.is_dir() else "file"
+            tool = "list_dir" if kind == "folder" else "read_file"
+            raise ToolError(
+                f"{where.relative} is a {kind} of the project, not an installed library: "
+                f"use {tool} for it"
+            )
 
     def search_library(self, params: SearchLibraryParams) -> ToolResult:
         """Ranked hits, one line each (`hit_line`) with the docstring's first
@@ -70,6 +98,7 @@ class LibraryTools:
         are marked as not matching; `exact` is then false (true when every
         identifier named is defined, null when none is named; issue 33).
         ToolError when the index cannot be read."""
+        self._not_the_project(params.query)
         try:
             self._index.refresh()
             hits = self._index.search(params.query, params.package, params.limit)
@@ -99,7 +128,8 @@ class LibraryTools:
 
     def read_library(self, params: ReadLibraryParams) -> ToolResult:
         """Numbered source lines of a definition or file. ToolError when the
-        name or file is not in the index, or is ambiguous."""
+        name or file is not in the index, or is ambiguous, or a path of the project."""
+        self._not_the_project(params.name_or_path)
         try:
             self._index.refresh()
             text = self._index.read(params.name_or_path, params.line, params.lines)
@@ -108,9 +138,10 @@ class LibraryTools:
         return ToolResult.text(text)
 
 
-def library_tools(index: LibraryIndex) -> list[Tool]:
-    """The `search_library` and `read_library` tools over `index`."""
-    handlers = LibraryTools(index)
+def library_tools(index: LibraryIndex, project: Sandbox | None = None) -> list[Tool]:
+    """The `search_library` and `read_library` tools over `index`; `project`, the
+    sandbox of the project they are offered in (`LibraryTools`)."""
+    handlers = LibraryTools(index, project)
     return [
         Tool(
             "search_library",

@@ -179,7 +179,7 @@ def build_registry(
     )
     available = {tool.name: tool for tool in (*built, search.search_tool(tools, sandbox))}
     if library is not None:
-        available.update((tool.name, tool) for tool in library_tools(library))
+        available.update((tool.name, tool) for tool in library_tools(library, sandbox))
     if tools.is_enabled("run_command"):
         if os.name == "posix":
             path = os.environ.get("PATH", os.defpath) if search_path is None else search_path

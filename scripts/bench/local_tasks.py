@@ -1026,7 +1026,6 @@ async def run_task(
     session = Session(node.loaded.system_prompt)
     context = ContextManager(Window(n_ctx, "embedded model"))
     machine = AgentMachine(session, node.agent.chat_tools, SMALL_MODEL_MAX_STEPS, context)
-    machine.confirm_changes = settings.tool_grammar  # as `gbr-node run` sets it
     shown: list[Show] = []
     started = time.monotonic()
     async with ModelClient(settings) as client:
@@ -1065,6 +1064,13 @@ async def run_task(
 
 HELD_OUT_32 = Path(__file__).with_name("local_tasks_heldout.json")
 HELD_OUT_32B = Path(__file__).with_name("local_tasks_heldout2.json")
+HELD_OUT_32C = Path(__file__).with_name("local_tasks_heldout3.json")
+SETS = {
+    "held-out-32": (HELD_OUT_32, "held out 32"),
+    "held-out-32b": (HELD_OUT_32B, "held out 32b"),
+    "held-out-32c": (HELD_OUT_32C, "held out 32c"),
+}
+"""Issue 32's held-out sets, each written blind and committed alone before any run."""
 _STATE = (".gbr", ".gbr_envs", "__pycache__")  # the node's own state, Python's caches
 _PARSED = (".py", ".json", ".toml", ".ini")
 
@@ -1171,9 +1177,8 @@ def judged(spec: dict, files: dict[str, str]) -> Check:
 
 
 def held_out_32(path: Path = HELD_OUT_32, label: str = "held out 32") -> list[Task]:
-    """Issue 32's held-out sets (`local_tasks_heldout.json`, and `local_tasks_heldout2.json`
-    labelled "held out 32b", each written blind and committed before any run): each
-    task done when all its checks hold and the damage check finds nothing."""
+    """One of issue 32's held-out sets (`SETS`): each task done when all its checks hold
+    and the damage check finds nothing."""
     tasks = []
     for item in json.loads(path.read_text(encoding="utf-8")):
         checks = [judged(spec, item["files"]) for spec in item["checks"]]
@@ -1311,10 +1316,11 @@ async def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--set",
-        choices=["all", "held-out-32", "held-out-32b"],
+        choices=["all", *SETS],
         default="all",
         help="held-out-32: only issue 32's held-out set (local_tasks_heldout.json); "
-        "held-out-32b: only its second one (local_tasks_heldout2.json)",
+        "held-out-32b, held-out-32c: only its second or third one "
+        "(local_tasks_heldout2.json, local_tasks_heldout3.json)",
     )
     args = parser.parse_args(argv)
     if args.timeout is None:
@@ -1349,12 +1355,8 @@ async def main(argv: list[str] | None = None) -> int:
             *HELD_OUT_6,
             *HELD_OUT_7,
         ]
-    if args.set in ("held-out-32", "held-out-32b"):
-        chosen = (
-            held_out_32()
-            if args.set == "held-out-32"
-            else held_out_32(HELD_OUT_32B, "held out 32b")
-        )
+    if args.set in SETS:
+        chosen = held_out_32(*SETS[args.set])
         tasks = [t for t in chosen if t.name in wanted or not wanted]
     elif args.held_out and not wanted:
         tasks += held_out_32()

@@ -29,7 +29,11 @@ WRITE = (
 )
 
 
-async def run_turn(tmp_path, server: ModelServer, embedded: bool) -> list:
+async def run_turn(
+    tmp_path, server: ModelServer, embedded: bool, said: str = "Create hello.txt saying Hello"
+) -> list:
+    """One turn of the person's `said` through the node's path (`Node.with_turn_context`,
+    as the REPL sends it); returns what was shown."""
     (tmp_path / ".gbr_envs").mkdir()
     (tmp_path / ".gbr_envs" / "default.toml").write_text(
         f'[model]\nbase_url = "{server.base_url}"\nmodel = "test-model"\n'
@@ -45,7 +49,7 @@ async def run_turn(tmp_path, server: ModelServer, embedded: bool) -> list:
         runtime = AgentRuntime(machine, node.model.model, node.agent.dispatcher, shown.append)
         async with trio.open_nursery() as nursery:
             await nursery.start(runtime.run)
-            await runtime.inbox.send(UserPrompt("Create hello.txt saying Hello"))
+            await runtime.inbox.send(await node.agent.with_turn_context(UserPrompt(said)))
             with trio.fail_after(20):
                 await trio.sleep(0.05)
                 await runtime.wait_idle()
@@ -130,13 +134,10 @@ async def test_the_library_note_is_left_out_when_no_library_tool_is_offered(tmp_
     node.approvals.close()
 
 
-async def test_a_described_change_is_asked_about_then_made_and_the_files_ride_along(
-    tmp_path,
-) -> None:
+async def test_the_files_ride_along_and_a_file_read_in_the_turn_is_edited(tmp_path) -> None:
     """Issue 32, through the node's path against the loopback server: the person's message
-    carries the project's files (private state left out); a text answer after a read
-    with no change made is followed by the yes-or-no question outside the session; on
-    "yes" the node's note goes in and the next answer must be a call, which runs."""
+    carries the project's files (private state left out); after a read the grammar offers
+    the edit of that file, which runs."""
     (tmp_path / "mathutils.py").write_text("def square(n):\n    return n * n\n")
     read = call("read_file", {"path": "mathutils.py"})
     edit = {
@@ -146,52 +147,14 @@ async def test_a_described_change_is_asked_about_then_made_and_the_files_ride_al
     }
     with ModelServer() as server:
         server.enqueue(
-            text_reply(read),
-            text_reply("You can add it like this: def is_even(n): return n % 2 == 0"),
-            text_reply("yes"),
-            text_reply(call("edit_file", edit)),
-            text_reply("I added is_even."),
+            text_reply(read), text_reply(call("edit_file", edit)), text_reply("I added is_even.")
         )
-        shown = await run_turn_with_context(tmp_path, server)
-        bodies = server.chat_bodies
+        await run_turn(tmp_path, server, embedded=True, said="add an is_even function")
+        first, after, _ = server.chat_bodies
     assert "def is_even(n):" in (tmp_path / "mathutils.py").read_text()
-    first, _, question, after, last = bodies
     person = first["messages"][-1]["content"]
     assert person.splitlines()[1:3] == ["mathutils.py", "]"]  # the files, then the message
+    assert person.endswith("add an is_even function")
     assert ".gbr" not in person and "default.toml" not in person
-    assert question["grammar"] == 'root ::= "yes" | "no"' and "tools" not in question
-    assert question["messages"][-1]["content"].startswith("[gbr-node asks this")
-    assert after["messages"][-1]["content"].startswith("[gbr-node] The change asked for")
-    assert after["grammar"].startswith("root ::= call\n")
-    assert Gbnf(after["grammar"]).matches(call("edit_file", edit))  # the read still counts
-    assert not any("gbr-node asks" in str(m) for m in last["messages"])  # never in the session
-    assert any(s.kind == "notice" and "without making it" in s.text for s in shown)
-    assert not any(s.kind == "text" and s.text == "yes" for s in shown)
-
-
-async def run_turn_with_context(tmp_path, server: ModelServer) -> list:
-    (tmp_path / ".gbr_envs").mkdir()
-    (tmp_path / ".gbr_envs" / "default.toml").write_text(
-        f'[model]\nbase_url = "{server.base_url}"\nmodel = "test-model"\n'
-    )
-    node = Node(load_profile(tmp_path, "default"))
-    node.model.embedded = True
-    node.model.choice = choose_model(node.loaded.profile.model, {})
-    shown: list = []
-    async with ModelClient(node.model.client_settings(node.model.choice)) as client:
-        node.model.client = client
-        machine = AgentMachine(Session(node.loaded.system_prompt), node.agent.chat_tools)
-        machine.confirm_changes = True
-        node.agent.runtime = AgentRuntime(
-            machine, node.model.model, node.agent.dispatcher, shown.append
-        )
-        async with trio.open_nursery() as nursery:
-            await nursery.start(node.agent.runtime.run)
-            prompt = await node.agent.with_turn_context(UserPrompt("add an is_even function"))
-            await node.agent.runtime.inbox.send(prompt)
-            with trio.fail_after(20):
-                await trio.sleep(0.05)
-                await node.agent.runtime.wait_idle()
-            nursery.cancel_scope.cancel()
-    node.approvals.close()
-    return shown
+    assert not Gbnf(first["grammar"]).matches(call("edit_file", edit))  # not read yet
+    assert Gbnf(after["grammar"]).matches(call("edit_file", edit))

@@ -14,7 +14,7 @@ from gbr_node.agent.context import ContextManager, Window
 from gbr_node.agent.messages import UserPrompt
 from gbr_node.agent.session import Session
 from gbr_node.library.lookup import block_tokens, prelookup
-from gbr_node.library.mention import candidates, is_file_name
+from gbr_node.library.mention import candidates, is_file_name, project_names
 from gbr_node.library.present import CHARS_PER_TOKEN, LOOKUP_HEAD
 from gbr_node.llm.grammar import Workspace, tool_call_grammar
 from gbr_node.tools.library import LibraryTools, SearchLibraryParams
@@ -100,6 +100,43 @@ def test_a_package_or_public_name_as_code_adds_its_block(env_index, text, dist, 
             for line in found.context.splitlines()[1:]
             if line.strip() and not line.startswith(" ")
         ), found.context
+
+
+PROJECT = {
+    "client.py": "MAX_ATTEMPTS = 4\n\n\ndef fetch(url):\n    return url\n",
+    "shapes.py": "class Table:\n    pass\n\nasync def open_nursery():\n    ...\n",
+    "httpx.py": "# the project's own module, shadowing the package\n",
+    "app.py": "import rich\nfrom pydantic import BaseModel\n\nmodel_validate = None\n",
+    "settings.ini": "[db]\nfail_after = 5\n",
+}
+OWN = [
+    ("how many attempts does fetch() make before it gives up?", None),
+    ("what does `open_nursery` do here?", None),  # shapes.py defines it
+    ("how do I call open_nursery() correctly?", None),
+    ("make the Table() in shapes.py bigger", None),
+    ("import httpx and set a timeout on my client", None),  # httpx.py is the project's
+    ("what does httpx.Client.stream take?", None),
+    ("how does model_validate work on nested data", None),  # app.py assigns it
+    ("how long can fail_after(5) wait", None),  # a key of settings.ini
+    ("what does `trio.open_nursery` do?", "trio"),  # spelled with its package: the library
+    ("from pydantic import BaseModel; how do I validate a dict?", "pydantic"),  # app.py uses it
+    ("use the rich library to draw a table", "rich"),
+    ("what options has Console.print?", "rich"),
+]
+
+
+@pytest.mark.parametrize(("text", "dist"), OWN)
+def test_a_name_the_project_defines_is_the_projects_not_a_librarys(env_index, text, dist):
+    """`fetch()` asked of a project whose client.py defines `fetch` got GitPython's
+    `Remote.fetch`, and the model answered from it (issue 32's held-out set): the
+    project's module names and definitions are not library mentions; what it only
+    imports or uses still is."""
+    local = project_names(PROJECT)
+    found = prelookup(env_index, text, 1500, WIDE, local)
+    assert (found is None) is (dist is None), (text, found and found.status)
+    assert found is None or f"in {dist}==" in found.status
+    if dist is None:  # the same message with no project of that name gets a block
+        assert text.startswith("how many") or prelookup(env_index, text, 1500, WIDE)
 
 
 def test_file_names_are_never_code():

@@ -66,6 +66,42 @@ async def test_a_peer_not_granted_the_library_tools_cannot_call_them(tmp_path, l
         await host.call_tool(grant, "search_library", {"query": "spin"})
 
 
+@pytest.mark.parametrize(
+    ("tool", "argument", "said"),
+    [
+        ("search_library", "requirements.txt", "requirements.txt is a file of the project"),
+        ("search_library", " `requirements.txt` ", "requirements.txt is a file of the project"),
+        ("search_library", "src", "src is a folder of the project, not an installed library"),
+        ("search_library", "src/app.py", "use read_file for it"),
+        ("read_library", "src/app.py:2", "src/app.py is a file of the project"),
+        ("read_library", "./requirements.txt", "requirements.txt is a file of the project"),
+        ("search_library", "spin_widget", None),  # the library's own
+        ("search_library", "missing.txt", None),  # not in the project: searched as asked
+        ("search_library", ".gbr/journal.db", None),  # private state: never said to exist
+        ("search_library", "../root/requirements.txt", None),  # outside the root
+        ("read_library", "/etc/passwd", "not a file of the library index"),
+    ],
+)
+async def test_a_path_of_the_project_is_sent_to_read_file(tmp_path, library, tool, argument, said):
+    """A small model searched the libraries for `requirements.txt` and answered from
+    dnspython's TXT record (issue 32's held-out set): a query naming something the
+    project holds gets an error saying where to read it; others are answered as before."""
+    root = tmp_path / "root"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("print(1)\nprint(2)\n")
+    (root / "requirements.txt").write_text("httpx\n")
+    (root / ".gbr").mkdir()
+    (root / ".gbr" / "journal.db").write_text("x")
+    host = _host(tmp_path, library, ("search_library", "read_library"))
+    key = "query" if tool == "search_library" else "name_or_path"
+    result = await host.call_tool(host.authorize(PEER), tool, {key: argument})
+    text = result["content"][0]["text"]
+    if said is None:
+        assert not result.get("isError") and "of the project" not in text, text
+    else:
+        assert said in text and result["isError"], text
+
+
 def test_the_prelookup_names_a_package_or_a_public_name_and_ignores_prose(library):
     assert prelookup(library, "how fast can widgets spin?", 1500) is None  # a plain word
     by_package = prelookup(library, "how fast can the widgets package spin?", 1500)

@@ -419,8 +419,9 @@ async def test_the_grammar_edits_only_files_read_in_the_turn_and_repeats_no_read
         arguments = json.dumps({"path": path, **more})
         return f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
 
-    edit = {"old_string": "red", "new_string": "blue"}
+    edit = {"old_string": "colour: red", "new_string": "colour: blue"}
     assert grammar.matches(call("edit_file", "a.txt", **edit))
+    assert not grammar.matches(call("edit_file", "a.txt", old_string="red", new_string="blue"))
     assert not grammar.matches(call("edit_file", "b.txt", **edit))
     assert not grammar.matches(call("read_file", "a.txt"))
     assert grammar.matches(call("read_file", "b.txt"))

@@ -183,7 +183,7 @@ def call(name: str, arguments: dict) -> str:
         ("list_dir", {"path": "notes.txt"}, False),  # a file is no folder
         ("list_dir", {"path": "lib"}, False),
         ("edit_file", {"path": "notes.txt", "old_string": "size: big", "new_string": "s"}, True),
-        ("edit_file", {"path": "notes.txt", "old_string": "anything", "new_string": "c"}, True),
+        ("edit_file", {"path": "notes.txt", "old_string": "anything", "new_string": "c"}, False),
         ("edit_file", {"path": "src/a.py", "old_string": "x = 1", "new_string": "x = 2"}, False),
         ("edit_file", {"path": "logo.png", "old_string": "PNG", "new_string": "b"}, False),
         ("edit_file", {"path": "new.txt", "old_string": "a", "new_string": "b"}, False),
@@ -200,6 +200,44 @@ def test_with_a_workspace_calls_name_what_exists(name: str, arguments: dict, all
     text = call(name, arguments)
     assert grammar.matches(text) is allowed
     assert Gbnf(tool_call_grammar([READ, WRITE, EDIT, LIST])).matches(text)  # free without
+
+
+SOURCE = 'def f(x):\n\treturn "a\\\\b"  # é\n\n    y = 1\r\nend\n'
+
+
+@pytest.mark.parametrize(
+    ("old_string", "allowed"),
+    [
+        ("def f(x):", True),  # a whole line
+        ("def f(x):\n", True),  # with its newline
+        ('def f(x):\n\treturn "a\\\\b"  # é', True),  # lines that follow, escapes kept
+        ('\treturn "a\\\\b"  # é\n\n    y = 1\r', True),  # across a blank line, CR kept
+        ("    y = 1\r\nend\n", True),  # to the end
+        ("end", True),
+        ("f(x)", False),  # part of a line
+        ("def f(x)", False),
+        ("return", False),
+        ('return "a\\\\b"  # é', False),  # indentation dropped
+        ("     1\tdef f(x):", False),  # read_file's line number copied
+        ("\n    y = 1", False),  # a run starts at a line that is not blank
+        ("def f(x):\n    y = 1", False),  # lines that do not follow each other
+        ("    y = 1\nend", False),  # the CR dropped
+        ("end\n\n", False),  # past the end
+    ],
+)
+def test_an_edit_replaces_whole_lines_the_file_holds(old_string: str, allowed: bool) -> None:
+    """Issue 32: a file read in the turn whose text is known is edited by whole,
+    consecutive lines of that text (what `edit_file` finds), never by text the model
+    made up; `new_string` stays free."""
+    project = Workspace(
+        {"a.py": SOURCE, "big.py": None}, (".",), seen=frozenset({"a.py", "big.py"})
+    )
+    grammar = Gbnf(tool_call_grammar([EDIT], workspace=project))
+    edit = {"path": "a.py", "old_string": old_string, "new_string": "anything\tat all"}
+    assert old_string in SOURCE or not allowed
+    written = json.dumps({"name": "edit_file", "arguments": edit}, ensure_ascii=False)
+    assert grammar.matches(f"<tool_call>\n{written}\n</tool_call>") is allowed
+    assert grammar.matches(call("edit_file", {**edit, "path": "big.py"}))  # text unknown: free
 
 
 def test_calls_already_answered_in_the_turn_are_not_offered_again() -> None:
@@ -222,7 +260,7 @@ def test_calls_already_answered_in_the_turn_are_not_offered_again() -> None:
     assert seen_in_turn(messages) == {"notes.txt", "logo.png"}  # not src/a.py: another turn
     workspace = replace(PROJECT, done=done, seen=seen_in_turn(messages))
     grammar = Gbnf(tool_call_grammar([READ, LIST, EDIT], workspace=workspace))
-    edit = {"path": "notes.txt", "old_string": "crimson", "new_string": "red"}
+    edit = {"path": "notes.txt", "old_string": "red again? no: crimson\n", "new_string": "red"}
     assert grammar.matches(call("edit_file", edit))
     assert grammar.matches(call("edit_file", {**edit, "path": "logo.png"}))
     assert not grammar.matches(call("edit_file", {**edit, "path": "src/a.py"}))
@@ -343,15 +381,52 @@ def test_must_call_after_the_person_and_after_a_failed_call(
     assert must_call(translated) is forced
 
 
-def test_the_nodes_own_note_mid_turn_keeps_the_turn_for_the_grammar() -> None:
-    """The nudge (`agent.machine.NUDGE`) is a user message of the node's: what was read
-    before it still counts (edit_file stays offered), and it forces a call."""
-    from gbr_node.llm.grammar import NODE_NOTE
+@pytest.mark.parametrize(("pattern", "forced"), [("http_timeout", True), ("timeout", False)])
+def test_a_search_that_found_nothing_is_followed_by_a_call(tmp_path, pattern, forced) -> None:
+    """Issue 32: after `search_text` found no line (a guessed key, `http_timeout` where
+    the file says `timeout`), the model answered from memory ("set to 30"); the answer
+    after such a search must be a call, as after a failed one. The text is the real
+    tool's."""
+    from gbr_node.config.profile import ToolsConfig
+    from gbr_node.sandbox import Sandbox
+    from gbr_node.tools.registry import build_registry
 
-    messages = _turn("1\tdef square(n): ...")
-    nudge = {"role": "user", "content": NODE_NOTE + "make the change"}
-    assert seen_in_turn([*messages, nudge]) == {"0.txt"}
-    assert answered([*messages, nudge]) == {("read_file", "0.txt")}
-    assert must_call([*messages, nudge])
-    person = {"role": "user", "content": "now something else"}
-    assert seen_in_turn([*messages, person]) == frozenset()
+    (tmp_path / "config.yaml").write_text("http:\n  timeout: 45\n")
+    registry = build_registry(ToolsConfig(), Sandbox(tmp_path))
+    result = registry.call("search_text", {"pattern": pattern, "path": "config.yaml"})
+    assert not result.is_error
+    assert must_call(_turn(result.content[0]["text"])) is forced
+
+
+def _answered_call(call_id: str, name: str, arguments: dict, result: str) -> list[dict]:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return [
+        {"role": "assistant", "tool_calls": [{"id": call_id, "function": function}]},
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
+def test_a_search_of_a_path_that_found_nothing_is_not_offered_again() -> None:
+    """Issue 32: the model searched `.env` for the same guessed key three times; after a
+    search of a path found nothing, only other calls (a read shows the file) are
+    offered for it, until the file changes. Ids repeat across answers, as some
+    servers send them."""
+    nothing = "[0 matching lines in 1 files searched]"
+    messages = [
+        {"role": "user", "content": "which port?"},
+        *_answered_call("call_0", "search_text", {"pattern": "PORT", "path": "notes.txt"}, nothing),
+        *_answered_call("call_0", "search_text", {"pattern": "x", "path": "src"}, "src/a.py:1: x"),
+    ]
+    done = answered(messages)
+    assert done == {("search_text", "notes.txt")}
+    grammar = Gbnf(tool_call_grammar([SEARCH, READ], workspace=replace(PROJECT, done=done)))
+    assert not grammar.matches(call("search_text", {"pattern": "port", "path": "notes.txt"}))
+    assert grammar.matches(call("search_text", {"pattern": "port", "path": "src"}))
+    assert grammar.matches(call("read_file", {"path": "notes.txt"}))
+    edit = {"path": "notes.txt", "old_string": "a", "new_string": "b"}
+    changed = [*messages, *_answered_call("call_0", "edit_file", edit, "edited notes.txt")]
+    assert answered(changed) == set()
+    read = _answered_call("call_0", "read_file", {"path": "notes.txt"}, "1\tcolour: red")
+    assert seen_in_turn([*messages, *read, *_answered_call("call_0", "list_dir", {}, "")]) == {
+        "notes.txt"
+    }

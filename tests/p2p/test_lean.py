@@ -157,3 +157,41 @@ def test_a_stand_in_named_in_an_except_clause_lets_other_errors_through():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "passed through"
+
+
+def test_lazily_run_parts_are_the_real_ones_on_first_use():
+    """psutil runs on its first use, cryptography.x509's package file when one of its
+    names is used (py-libp2p's host takes only `x509.oid` at import), identify's agent
+    version is py-libp2p's installed one, and pydantic finds no plugins without
+    importlib.metadata (issue 35: what `gbr-node call` no longer runs)."""
+    done = _in_fresh_interpreter(
+        """
+        import sys
+        from gbr_node import lean
+        lean.install()
+        import gbr_node.p2p.host, pydantic
+        from libp2p.identity.identify.identify import AGENT_VERSION
+
+        class Model(pydantic.BaseModel):
+            x: int
+
+        Model(x=1)
+        kind = lambda name: type(sys.modules.get(name)).__name__
+        print(kind("psutil"), kind("cryptography.x509"), "cryptography.x509.base" in sys.modules)
+        print("importlib.metadata" in sys.modules, AGENT_VERSION.split("/")[0])
+        import psutil
+        from cryptography import x509
+        print(isinstance(psutil.net_if_addrs(), dict), kind("psutil"))
+        print(x509.DNSName.__module__, "cryptography.x509.base" in sys.modules)
+        from importlib.metadata import version
+        print(AGENT_VERSION == f"py-libp2p/{version('libp2p')}")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "_LazyModule _BarePackage False",
+        "False py-libp2p",
+        "True module",
+        "cryptography.x509.general_name True",
+        "True",
+    ]

@@ -148,6 +148,35 @@ def test_write_file_replaces_a_file_the_agent_did_not_read_in_its_turn_never(
         assert (root / "old.txt").read_text() == "keep me\n"
 
 
+@pytest.mark.parametrize(
+    ("content", "written"),
+    [
+        ("call the plumber\non monday\n", False),  # the same text
+        ("call the plumber\non monday", False),  # less its last newline
+        ("call the plumber\non monday\n\n", True),  # a line added
+        ("call the plumber\r\non monday\r\n", True),  # other line ends are a change
+        ("call the plumber\non tuesday\n", True),
+        (" call the plumber\non monday\n", True),
+        ("", True),  # emptying a file is a change
+    ],
+)
+def test_write_file_that_changes_nothing_is_refused(registry, root, content, written):
+    """A small model read notes.txt and wrote it back less its last newline when asked
+    for a new script (issue 32): a write of the text the file holds is refused, as
+    edit_file refuses an old_string equal to its new_string."""
+    notes = root / "notes.txt"
+    notes.write_bytes(b"call the plumber\non monday\n")
+    result = registry.call("write_file", {"path": "notes.txt", "content": content})
+    assert result.is_error is not written
+    if written:
+        assert notes.read_bytes() == content.encode()
+    else:
+        assert text_of(result) == (
+            "notes.txt already holds this text: that changes nothing; nothing written"
+        )
+        assert notes.read_bytes() == b"call the plumber\non monday\n"
+
+
 def test_write_file_through_a_hard_link_leaves_the_outside_file_alone(registry, root, outside):
     os.link(outside / "secret.txt", root / "hard.txt")
     registry.call("write_file", {"path": "hard.txt", "content": "changed\n"})
