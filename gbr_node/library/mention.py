@@ -138,9 +138,22 @@ def project_names(files: Mapping[str, str | None]) -> frozenset[str]:
     """The names a project's own code gives (`files`: root-relative path to text, None
     when unknown, as `tools.workspace.workspace_view` returns them): each file's module
     name (`client` of `src/client.py`) and what a line of its text defines (`def`,
-    `class`, `function`, `fn`, `func`, or an assignment at the line's start)."""
+    `class`, `function`, `fn`, `func`, or an assignment at the line's start). Files of
+    an installed environment inside the project (under a `site-packages` folder, or a
+    folder holding a `*.dist-info`: a `venv/` or a `[library]` site) are the
+    libraries', not the project's."""
+    sites = {
+        path.rpartition(".dist-info/")[0].rpartition("/")[0]
+        for path in files
+        if ".dist-info/" in path
+    }
     names: set[str] = set()
     for path, text in files.items():
+        parts = path.split("/")
+        if "site-packages" in parts or any(
+            path.startswith(f"{site}/") or not site for site in sites
+        ):
+            continue
         stem = path.rpartition("/")[2].partition(".")[0]
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stem):
             names.add(stem)

@@ -105,8 +105,13 @@ def test_a_check_still_failing_stops_after_max_retries_and_no_traceback_is_shown
     project, with_checks, run_node, model_server
 ):
     with_checks(TRACEBACK_CHECKS.replace("[checks.parse]", "[checks.parse]\nmax_retries = 2"))
+    # each write a little different and as broken: the same text again would be refused
+    # as a change of nothing, and then no check runs
     model_server.enqueue(
-        *(tool_call_reply("write_file", {"path": "app.py", "content": BROKEN}) for _ in range(3)),
+        *(
+            tool_call_reply("write_file", {"path": "app.py", "content": BROKEN + "\n" * n})
+            for n in range(3)
+        ),
         text_reply("never asked for"),
     )
     term = run_node()

@@ -108,6 +108,9 @@ PROJECT = {
     "httpx.py": "# the project's own module, shadowing the package\n",
     "app.py": "import rich\nfrom pydantic import BaseModel\n\nmodel_validate = None\n",
     "settings.ini": "[db]\nfail_after = 5\n",
+    "venv/lib/python3.11/site-packages/trio/__init__.py": "def run():\n    ...\n",
+    "site/rich/__init__.py": "class Console:\n    ...\n",
+    "site/rich-14.0.0.dist-info/METADATA": "Name: rich\n",
 }
 OWN = [
     ("how many attempts does fetch() make before it gives up?", None),
@@ -121,7 +124,8 @@ OWN = [
     ("what does `trio.open_nursery` do?", "trio"),  # spelled with its package: the library
     ("from pydantic import BaseModel; how do I validate a dict?", "pydantic"),  # app.py uses it
     ("use the rich library to draw a table", "rich"),
-    ("what options has Console.print?", "rich"),
+    ("what options has Console.print?", "rich"),  # an installed site in the project
+    ("what does trio.run() take?", "trio"),  # a venv/ in the project: the library's
 ]
 
 
