@@ -54,9 +54,10 @@ def test_the_repl_table_is_its_own_commands_and_each_service_s_list() -> None:
     from_services = [c.name for commands in SERVICE_COMMANDS for c in commands]
     assert [name for name in REPL_COMMANDS if name not in own] == from_services
     assert set(REPL_COMMANDS) == own | set(from_services)
-    assert command_table(
-        *SERVICE_COMMANDS[:2], CONVERSATION_COMMANDS, *SERVICE_COMMANDS[2:]
-    ) == REPL_COMMANDS
+    assert (
+        command_table(*SERVICE_COMMANDS[:2], CONVERSATION_COMMANDS, *SERVICE_COMMANDS[2:])
+        == REPL_COMMANDS
+    )
 
 
 def test_every_service_command_is_answered_by_the_service_that_lists_it(tmp_path: Path) -> None:

@@ -273,9 +273,7 @@ class Repl:
                 out(session_report(self.usage.session, model, (price_in, price_out)))
             elif node.table[cmd.name].in_terminal:
                 service = cast(TerminalCommands, self._owners[cmd.name])
-                future = self._screen.suspend(
-                    lambda: service.terminal_command(cmd.name, cmd.args)
-                )
+                future = self._screen.suspend(lambda: service.terminal_command(cmd.name, cmd.args))
                 out(await trio.to_thread.run_sync(future.result))
             else:
                 text = await self._owners[cmd.name].command(cmd.name, cmd.args)

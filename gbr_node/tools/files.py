@@ -219,8 +219,7 @@ class FileTools:
             )
         if existed and self._unchanged(where, params.content):
             raise ToolError(
-                f"{where.relative} already holds this text: that changes nothing; nothing "
-                "written"
+                f"{where.relative} already holds this text: that changes nothing; nothing written"
             )
         before = self._old_text(where) if existed else None
         verb = "replaced" if existed else "created"
