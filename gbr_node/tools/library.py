@@ -71,7 +71,9 @@ class LibraryTools:
 
     def _not_the_project(self, query: str) -> None:
         """Raise ToolError when `query` (stripped of spaces, quotes and a `:LINE`) is a
-        path that exists in the project: those are read with read_file, not here."""
+        path that exists in the project: a file, or a folder written with a `/` (a bare
+        word such as `client` or `tests` may well mean a library's name): those are
+        read with read_file or list_dir, not here."""
         if self._project is None:
             return
         text = query.strip().strip("`'\"")
@@ -82,8 +84,11 @@ class LibraryTools:
             where = self._project.resolve(path)
         except GbrError:
             return
+        folder = where.path.is_dir()
+        if folder and "/" not in path:
+            return
         if where.path.exists() and not self._project.hidden(str(where.path)):
-            kind = "folder" if where.path.is_dir() else "file"
+            kind = "folder" if folder else "file"
             tool = "list_dir" if kind == "folder" else "read_file"
             raise ToolError(
                 f"{where.relative} is a {kind} of the project, not an installed library: "

@@ -71,7 +71,9 @@ async def test_a_peer_not_granted_the_library_tools_cannot_call_them(tmp_path, l
     [
         ("search_library", "requirements.txt", "requirements.txt is a file of the project"),
         ("search_library", " `requirements.txt` ", "requirements.txt is a file of the project"),
-        ("search_library", "src", "src is a folder of the project, not an installed library"),
+        ("search_library", "src/", "src is a folder of the project, not an installed library"),
+        ("search_library", "src", None),  # a bare word may be a library's name
+        ("search_library", "./src", "use list_dir for it"),
         ("search_library", "src/app.py", "use read_file for it"),
         ("read_library", "src/app.py:2", "src/app.py is a file of the project"),
         ("read_library", "./requirements.txt", "requirements.txt is a file of the project"),
