@@ -3,13 +3,17 @@ composition root, no class that owns everything, and a REPL whose command
 table is assembled from the services' own lists.
 
 That services never import one another is import-linter's "services" contract
-(pyproject.toml, held by tests/test_architecture.py).
+(pyproject.toml, held by tests/test_architecture.py). That no module of a
+concern (a subpackage of gbr_node, or a top-level module) imports another
+concern's internals (a `_`-prefixed module or name) is held here.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 from gbr_node.config.loader import load_profile
 from gbr_node.control import REPL_COMMANDS, SERVICE_COMMANDS, Node
@@ -86,3 +90,58 @@ def test_two_services_cannot_offer_one_command_name() -> None:
 
     with pytest.raises(ValueError, match="/tools"):
         command_table((Command("tools", "", "a"),), (Command("tools", "", "b"),))
+
+
+def foreign_internals(concern: str, source: str) -> list[str]:
+    """What `source`, a module of `concern`, imports of another concern's internals:
+    `gbr_node.X...` imports (X not `concern`) naming a `_`-prefixed module or name
+    (dunder names are not internals)."""
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gbr_node."):
+            parts = (node.module or "").split(".")[1:]
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names if a.name.startswith("gbr_node.")]
+            found += [
+                m
+                for m in modules
+                if m.split(".")[1] != concern and any(private(p) for p in m.split(".")[1:])
+            ]
+            continue
+        else:
+            continue
+        if parts[0] != concern and (any(map(private, parts)) or any(map(private, names))):
+            found.append(f"{node.module}: {', '.join(names)}")
+    return found
+
+
+def test_no_module_of_a_concern_imports_another_concerns_internals() -> None:
+    broken = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).parts
+        concern = relative[0] if len(relative) > 1 else path.stem
+        found = foreign_internals(concern, path.read_text(encoding="utf-8"))
+        if found:
+            broken["/".join(relative)] = found
+    assert broken == {}
+
+
+@pytest.mark.parametrize(
+    ("concern", "source", "caught"),
+    [
+        ("chat", "from gbr_node.agent.machine import _wire_call", True),
+        ("chat", "from gbr_node.agent._internal import thing", True),
+        ("chat", "import gbr_node.agent._internal", True),
+        ("agent", "from gbr_node.agent.machine import _wire_call", False),  # its own
+        ("chat", "from gbr_node.agent.machine import AgentMachine", False),
+        ("chat", "from gbr_node.agent import __version__", False),  # a dunder
+        ("chat", "from gbr_node.agent.messages import UserPrompt as _UserPrompt", False),
+    ],
+)
+def test_the_internals_rule_catches_what_it_says(concern, source, caught) -> None:
+    assert bool(foreign_internals(concern, source)) is caught
