@@ -217,25 +217,24 @@ class FileTools:
                 "written: read_file it first, then change it with edit_file (or write_file "
                 "with its whole new content)"
             )
-        if existed and self._unchanged(where, params.content):
+        current = self._current_text(where) if existed else None
+        if current is not None and params.content in (current, current.rstrip("\r\n")):
+            # a change of nothing, as edit_file refuses one (a small model read notes.txt
+            # and wrote it back, less its last newline, when asked for a new script)
             raise ToolError(
                 f"{where.relative} already holds this text: that changes nothing; nothing written"
             )
-        before = self._old_text(where) if existed else None
+        before = self._old_text(where, current) if existed else None
         verb = "replaced" if existed else "created"
         said = f"{verb} {where.relative}"
         return self._save(where, before, params.content, said, existed=existed, sized=True)
 
-    def _unchanged(self, where: Resolved, content: str) -> bool:
-        """Whether `content` is the text `where` holds, or that text less its trailing
-        newlines: a write that changes nothing, as `edit_file` refuses one (a small
-        model read notes.txt and wrote it back, less its last newline, when asked
-        for a new script)."""
+    def _current_text(self, where: Resolved) -> str | None:
+        """The text `where` holds, or None when it is not text or cannot be read."""
         try:
-            text = load_text(self._sandbox, where.path, where.relative, self._cap)
+            return load_text(self._sandbox, where.path, where.relative, self._cap)
         except (ToolError, SecurityViolation):
-            return False  # not text, or not readable: the write is judged as before
-        return content in (text, text.rstrip("\r\n"))
+            return None
 
     def _seen(self, where: Resolved) -> bool:
         """Whether the running call may replace `where` whole: always, but for the local
@@ -284,12 +283,15 @@ class FileTools:
         said = f"edited {where.relative}: replaced {count} {noun}"
         return self._save(where, text, new_text, said, existed=True, sized=False)
 
-    def _old_text(self, where: Resolved) -> str | None:
+    def _old_text(self, where: Resolved, current: str | None) -> str | None:
         """The text a file holds before the change (None without checks and without a
         built-in parse of its kind), or a NUL (never a formatter's output, never
-        parses) when it cannot be read as text: then it is not formatted, nor blamed."""
+        parses) when it cannot be read as text: then it is not formatted, nor blamed.
+        `current`: that text when it was read already."""
         if self._checks is None and not (self._verify and kind_of(where.relative)):
             return None
+        if current is not None:
+            return current
         try:
             return load_text(self._sandbox, where.path, where.relative, self._cap)
         except ToolError:

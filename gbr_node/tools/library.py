@@ -14,7 +14,6 @@ it with `read_file` (a small model searched the libraries for
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -25,6 +24,7 @@ from gbr_node.library.index import MAX_LIMIT, READ_DEFAULT_LINES, READ_MAX_LINES
 from gbr_node.library.present import answer_text
 from gbr_node.library.words import named_identifiers
 from gbr_node.sandbox import Sandbox
+from gbr_node.sandbox.caller import caller_is_remote
 from gbr_node.tools.base import Params, Tool, ToolResult
 
 
@@ -62,8 +62,8 @@ class ReadLibraryParams(Params):
 
 
 class LibraryTools:
-    """The handlers, bound to one `LibraryIndex`; with a `project` sandbox, a query
-    that names one of its files or folders is refused (`_not_the_project`)."""
+    """The handlers, bound to one `LibraryIndex`; with a `project` sandbox, this node's
+    own query that names one of its files or folders is refused (`_not_the_project`)."""
 
     def __init__(self, index: LibraryIndex, project: Sandbox | None = None) -> None:
         self._index = index
@@ -73,11 +73,15 @@ class LibraryTools:
         """Raise ToolError when `query` (stripped of spaces, quotes and a `:LINE`) is a
         path that exists in the project: a file, or a folder written with a `/` (a bare
         word such as `client` or `tests` may well mean a library's name): those are
-        read with read_file or list_dir, not here."""
-        if self._project is None:
+        read with read_file or list_dir, not here. Only for this node's own agent and
+        commands: a peer granted only the library tools learns nothing of what the
+        project holds."""
+        if self._project is None or caller_is_remote():
             return
         text = query.strip().strip("`'\"")
-        path = text.rsplit(":", 1)[0] if re.fullmatch(r".+:\d+", text) else text
+        path, _, at = text.rpartition(":")
+        if not (at.isdigit() and path):
+            path = text
         if not path or path.startswith("/") or path in (".", ".."):
             return
         try:

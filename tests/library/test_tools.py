@@ -86,22 +86,28 @@ async def test_a_peer_not_granted_the_library_tools_cannot_call_them(tmp_path, l
 )
 async def test_a_path_of_the_project_is_sent_to_read_file(tmp_path, library, tool, argument, said):
     """A small model searched the libraries for `requirements.txt` and answered from
-    dnspython's TXT record (issue 32's held-out set): a query naming something the
-    project holds gets an error saying where to read it; others are answered as before."""
+    dnspython's TXT record (issue 32's held-out set): the node's own query naming
+    something the project holds gets an error saying where to read it; others are
+    answered as before. A peer granted only the library tools learns nothing of what
+    the project holds: its queries are searched as asked."""
     root = tmp_path / "root"
     (root / "src").mkdir(parents=True)
     (root / "src" / "app.py").write_text("print(1)\nprint(2)\n")
     (root / "requirements.txt").write_text("httpx\n")
     (root / ".gbr").mkdir()
     (root / ".gbr" / "journal.db").write_text("x")
-    host = _host(tmp_path, library, ("search_library", "read_library"))
     key = "query" if tool == "search_library" else "name_or_path"
-    result = await host.call_tool(host.authorize(PEER), tool, {key: argument})
-    text = result["content"][0]["text"]
+    registry = build_registry(ToolsConfig(), Sandbox(root, []), library=library)
+    result = registry.call(tool, {key: argument})
+    text = result.content[0]["text"]
     if said is None:
-        assert not result.get("isError") and "of the project" not in text, text
+        assert "of the project" not in text, text
+        assert not result.is_error or "not a file of the library index" in text, text
     else:
-        assert said in text and result["isError"], text
+        assert said in text and result.is_error, text
+    host = _host(tmp_path, library, ("search_library", "read_library"))
+    remote = await host.call_tool(host.authorize(PEER), tool, {key: argument})
+    assert "of the project" not in remote["content"][0]["text"]
 
 
 def test_the_prelookup_names_a_package_or_a_public_name_and_ignores_prose(library):
