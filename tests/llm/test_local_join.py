@@ -125,3 +125,18 @@ def test_short_memory_picks_the_small_model_with_a_one_line_notice(
     assert (said is not None) is notice
     if said:
         assert "\n" not in said and "[local] model" in said and "1.9 GB" in said
+
+
+def test_the_profile_gbr_node_init_writes_runs_the_default_model(tmp_path: Path) -> None:
+    """A new user's `gbr-node init` profile left `[local] model = "smollm2-135m"` set,
+    so the README's install (the default model only) ended in "the embedded model is
+    not installed": the written profile leaves the choice to the node."""
+    from gbr_node.config.loader import load_profile
+
+    (tmp_path / ".gbr_envs").mkdir()
+    packaged = (ROOT / "gbr_node" / "data" / "default.toml").read_text(encoding="utf-8")
+    (tmp_path / ".gbr_envs" / "default.toml").write_text(packaged, encoding="utf-8")
+    profile = load_profile(tmp_path, "default").profile
+    assert profile.local.model is None
+    meminfo = "MemAvailable: 8000000 kB\n"
+    assert pick_local_model(profile.local.model, meminfo) == (DEFAULT_LOCAL_MODEL, None)
