@@ -81,6 +81,7 @@ class Screen:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._early: list[Change] | None = None  # changes made while the input starts
         self._ui: _Input | None = None
+        self._stopped = False  # stop() came before the input's loop ran: it ends at once
 
     def apply(self, change: Change) -> None:
         """Change the view and write what the change returns (see `Change`)."""
@@ -119,6 +120,9 @@ class Screen:
         once changes are drawn by this thread.
         """
         with self._lock:
+            if self._stopped:  # the node stopped before the input started: none runs
+                ready.set()
+                return
             self._early = []
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
@@ -132,8 +136,12 @@ class Screen:
                 with self._lock:
                     early, self._early = self._early or [], None
                     self._loop = loop
+                    stopped = self._stopped
                 for change in early:
                     self._apply_here(change)
+                if stopped:  # stop() came while it started
+                    assert self._ui is not None
+                    self._ui.exit()
                 ready.set()
 
             loop.call_soon(started)
@@ -159,6 +167,7 @@ class Screen:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(stop_here)
                 return
+            self._stopped = True  # an input not running yet ends as it starts
         if final is not None:
             self.apply(final)
 
@@ -375,7 +384,8 @@ class _Input:
         """Run until `exit()`; ticks the status's elapsed times while busy."""
         ticker = asyncio.ensure_future(self._tick())
         try:
-            await self.app.run_async(handle_sigint=False)
+            # an exit() that came before the application ran ends it as it starts
+            await self.app.run_async(handle_sigint=False, pre_run=self._exit_if_closing)
         finally:
             ticker.cancel()
 
@@ -384,6 +394,10 @@ class _Input:
             await asyncio.sleep(TICK_S)
             if self.view.busy:
                 self.app.invalidate()
+
+    def _exit_if_closing(self) -> None:
+        if self._closing:
+            self.app.exit()
 
     def exit(self) -> None:
         self._closing = True
