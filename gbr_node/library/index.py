@@ -275,11 +275,20 @@ class LibraryIndex:
 
         `package` (a distribution or import name) ranks that distribution's
         hits first; a package named in the query does the same. Does not
-        refresh: call `refresh` first for a fresh view.
+        refresh: call `refresh` first for a fresh view. LibraryError when
+        `package` names nothing installed: hits of other libraries would answer
+        a question about one that is not there (a model asked for `debug` in
+        python-dotenv, not installed, and was given psutil's).
         """
         limit = max(1, min(limit, MAX_LIMIT))
         db = self._db()
         names = self.package_names()
+        if package is not None and not {package.lower(), normalise(package)} & names.keys():
+            raise LibraryError(
+                f"no installed library is named {package!r}: nothing of it to search (leave "
+                "out package to search every library; the project's own files are read with "
+                "read_file and search_text)"
+            )
         plan = _affordable(db, plan_query(query, names, package))
         if plan.expression is None:
             return []

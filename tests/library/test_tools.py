@@ -58,6 +58,35 @@ async def test_a_peer_granted_search_library_gets_hits_with_versions(tmp_path, l
     assert missing["isError"] and "not a file of the library index" in missing["content"][0]["text"]
 
 
+@pytest.mark.parametrize(
+    ("package", "found"),
+    [
+        ("widgets", True),  # the distribution's name
+        ("Widgets", True),  # any case
+        ("python-dotenv", False),  # not installed: nothing of it to search
+        ("mapleforms", False),  # the project's own module, not a library
+        ("spin_widget", False),  # a definition's name is no package
+    ],
+)
+async def test_a_package_that_is_not_installed_gets_an_error_not_other_librarys_hits(
+    tmp_path, library, package, found
+):
+    """A model asked for `debug` in python-dotenv, not installed, and was shown psutil's
+    `debug` as if it were the answer (issue 32): a `package` that names nothing
+    installed is an error that says so, for the node and for a peer alike."""
+    host = _host(tmp_path, library, ("search_library",))
+    result = await host.call_tool(
+        host.authorize(PEER), "search_library", {"query": "spin", "package": package}
+    )
+    text = result["content"][0]["text"]
+    if found:
+        assert not result["isError"] and "widgets.spin_widget" in text, text
+    else:
+        assert result["isError"], text
+        assert f"no installed library is named {package!r}" in text
+        assert "widgets/_core.py" not in text  # no hit of another library
+
+
 async def test_a_peer_not_granted_the_library_tools_cannot_call_them(tmp_path, library):
     host = _host(tmp_path, library, ("read_file",))
     grant = host.authorize(PEER)
