@@ -22,7 +22,7 @@ RUNNER = """
 import atexit, runpy, sys
 
 def loaded():
-    kinds = ("module", "_BarePackage")  # lean's stand-ins and deferred modules are not
+    kinds = ("module", "_BarePackage")  # lean's stand-ins, deferred and lazy modules are not
     return [n for n, m in list(sys.modules.items()) if type(m).__name__ in kinds]
 
 atexit.register(lambda: print("LOADED", *sorted(loaded()), file=sys.stderr))
@@ -56,6 +56,9 @@ NEVER = (
     "cryptography.x509.base",
     "importlib.metadata",
     "email",
+    # protobuf's pure-Python implementation (the installed wheel runs upb)
+    "google.protobuf.internal.python_message",
+    "google.protobuf.text_format",
     # the terminal, the agent and the model, for commands that draw nothing and ask none
     "prompt_toolkit",
     "rich.console",
@@ -82,8 +85,12 @@ COMMANDS = [
     (["call", "--help"], PARSER_ONLY),
     (
         ["call", UNREACHABLE, "read_file", "{}"],
-        # the serving side, and the cell widths only a --list draws
-        ("gbr_node.tools", "sqlite3", "gbr_node.p2p.service", "gbr_node.rpc.toolhost", "rich"),
+        # the serving side, the cell widths only a --list draws, the profile's sections
+        # other than [node] and [peers] (their models: config.profile), and a relay's book
+        (
+            *("gbr_node.tools", "sqlite3", "gbr_node.p2p.service", "gbr_node.rpc.toolhost"),
+            *("gbr_node.rpc.server", "rich", "gbr_node.config.profile", "gbr_node.p2p.relaybook"),
+        ),
     ),
     (["id"], ("gbr_node.tools.registry", "sqlite3")),
     (["tool", "read_file", '{"path": "notes.txt"}'], NO_NETWORK),
