@@ -45,9 +45,14 @@ three kinds of module:
     libp2p.crypto.secp256k1   secp256k1 keys (coincurve: likewise)
     libp2p.rcmgr.manager      the resource manager (psutil; gbr-node sets none: ADR 0007)
 
-- **Lazy modules** (`LAZY_MODULES`): `psutil` (~6 ms), which multiaddr's
-  utilities import for `psutil.net_if_addrs()` (only to listen on 0.0.0.0 or
-  ::), runs on its first use.
+- **Lazy modules** (`LAZY_MODULES`) run on their first use: `psutil` (~6 ms),
+  which multiaddr's utilities import for `psutil.net_if_addrs()` (only to
+  listen on 0.0.0.0 or ::); and protobuf's `internal.python_message` (~5 ms
+  with `text_format`, `decoder`, `pickle`, ...), protobuf's pure-Python message
+  classes, which `descriptor_pool` and `internal.builder` import whatever the
+  implementation, while the installed wheel runs the upb one
+  (`api_implementation.Type() == "upb"`), which never uses it (it would run
+  on the first use of one of its names).
 
 `libp2p.utils.version` (identify's agent version, `py-libp2p/0.8.1`, asked
 for when identify is imported) reads the version from the name of the
@@ -100,7 +105,7 @@ DEFERRED = (
     "libp2p.crypto.secp256k1",
     "libp2p.rcmgr.manager",
 )
-LAZY_MODULES = ("psutil",)
+LAZY_MODULES = ("psutil", "google.protobuf.internal.python_message")
 """Modules imported (found, made) at once but run on their first attribute use
 (`importlib.util.LazyLoader`), so every name is the real one."""
 PYDANTIC_PLUGINS = "pydantic.plugin._loader"
@@ -236,6 +241,8 @@ class _Finder:
     def find_spec(
         self, name: str, path: object = None, target: object = None
     ) -> importlib.machinery.ModuleSpec | None:
+        if name.partition(".")[0] not in _TOP_LEVEL:  # asked for every import of the process
+            return None
         if name in BARE_PACKAGES:
             real = importlib.machinery.PathFinder.find_spec(name, path)  # type: ignore[arg-type]  # the parent's __path__
             if real is None or real.origin is None:
@@ -314,6 +321,11 @@ def _load(module: str) -> types.ModuleType:
 
 
 _allowed: set[str] = set()
+_TOP_LEVEL = frozenset(
+    name.partition(".")[0]
+    for name in (*BARE_PACKAGES, *LAZY_MODULES, PYDANTIC_PLUGINS, *UNUSED_PACKAGES, *DEFERRED)
+)
+"""The top-level packages of every module the finder answers."""
 
 
 def _installed_version(distribution: str) -> str | None:

@@ -32,7 +32,8 @@ from gbr_node.agent.runtime import AgentRuntime
 from gbr_node.agent.session import Session
 from gbr_node.chat.server import ChatServer
 from gbr_node.config.loader import LoadedProfile, load_profile, state_folder
-from gbr_node.config.profile import ModelConfig, NodeConfig
+from gbr_node.config.network import NodeConfig
+from gbr_node.config.profile import ModelConfig
 from gbr_node.control import Node
 from gbr_node.errors import GbrError, ModelError
 from gbr_node.llm.choice import ModelChoice, choose_model, with_ollama

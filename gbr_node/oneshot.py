@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # each command imports what it uses when it runs
     from libp2p.crypto.keys import KeyPair
 
-    from gbr_node.config.profile import TrustedPeer
+    from gbr_node.config.network import TrustedPeer
     from gbr_node.errors import GbrError
     from gbr_node.p2p.host import P2PHost
 
@@ -63,8 +63,18 @@ async def call_once(
     profile's `[peers]` (if the project has profiles). Exit status: 0 ok,
     1 tool error or refused call, 2 a target that is none of those, 3
     unreachable or unauthorized.
+
+    Of the profile, only `[node]` and `[peers]` are read and validated
+    (`loader.load_network`): a call applies none of its other rules (the
+    sandbox, tools, model, checks are the serving side's and the agent's), so a
+    mistake there does not stop it, while one in these two sections does, with
+    the error `serve` would give. Building the whole profile's models would
+    also cost every call ~10 ms of start-up (issue 35).
+
+    Raises ProfileError (the profile exists but does not read, or these
+    sections are invalid).
     """
-    from gbr_node.config.loader import load_profile, profile_path
+    from gbr_node.config.loader import load_network, profile_path
     from gbr_node.errors import GbrError
     from gbr_node.p2p.host import open_host, parse_target
 
@@ -72,8 +82,8 @@ async def call_once(
     peers: Mapping[str, TrustedPeer] = {}
     mdns = browse = False
     if profile_path(settings.project_dir, settings.env).exists():
-        profile = load_profile(settings.project_dir, settings.env).profile
-        peers, mdns = profile.peers, profile.node.mdns
+        sections = load_network(settings.project_dir, settings.env)
+        peers, mdns = sections.peers, sections.node.mdns
     if target in peers:
         target, peer_addrs = peers[target].peer_id, peers[target].addrs
         browse = mdns and not peer_addrs  # where mDNS finds it (issue 23)
@@ -123,7 +133,7 @@ async def _call_and_print(
     from gbr_node.errors import GbrError, PeerUnreachable
     from gbr_node.p2p.mcp_streams import call_tool, list_tools
     from gbr_node.rpc.codes import UnauthorizedPeer
-    from gbr_node.rpc.server import Limits
+    from gbr_node.rpc.limits import Limits
 
     limits = Limits()
     try:

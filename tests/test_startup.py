@@ -3,12 +3,14 @@
 Each command runs as its own process (`python -m gbr_node ...`, the entry point's
 `lean.install()` included); at exit it prints the modules really loaded (the
 stand-ins and deferred modules of `gbr_node/lean.py` are not), and none of the
-command's forbidden ones may be among them. Timings are benchmarks'
+command's forbidden ones may be among them; it also says whether the garbage
+collector's last passes were left out (`call` and `id`). Timings are benchmarks'
 (scripts/bench/startup.py), never asserted here.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -19,13 +21,17 @@ import pytest
 from tests.e2e.conftest import node_env
 
 RUNNER = """
-import atexit, runpy, sys
+import atexit, gc, runpy, sys
 
 def loaded():
-    kinds = ("module", "_BarePackage")  # lean's stand-ins and deferred modules are not
+    kinds = ("module", "_BarePackage")  # lean's stand-ins, deferred and lazy modules are not
     return [n for n, m in list(sys.modules.items()) if type(m).__name__ in kinds]
 
-atexit.register(lambda: print("LOADED", *sorted(loaded()), file=sys.stderr))
+def report():  # registered first, so it runs last
+    print("LOADED", *sorted(loaded()), file=sys.stderr)
+    print("COLLECTOR", gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)
+
+atexit.register(report)
 sys.argv = ["gbr-node", *sys.argv[1:]]
 runpy.run_module("gbr_node", run_name="__main__")
 """
@@ -56,6 +62,9 @@ NEVER = (
     "cryptography.x509.base",
     "importlib.metadata",
     "email",
+    # protobuf's pure-Python implementation (the installed wheel runs upb)
+    "google.protobuf.internal.python_message",
+    "google.protobuf.text_format",
     # the terminal, the agent and the model, for commands that draw nothing and ask none
     "prompt_toolkit",
     "rich.console",
@@ -82,8 +91,12 @@ COMMANDS = [
     (["call", "--help"], PARSER_ONLY),
     (
         ["call", UNREACHABLE, "read_file", "{}"],
-        # the serving side, and the cell widths only a --list draws
-        ("gbr_node.tools", "sqlite3", "gbr_node.p2p.service", "gbr_node.rpc.toolhost", "rich"),
+        # the serving side, the cell widths only a --list draws, the profile's sections
+        # other than [node] and [peers] (their models: config.profile), and a relay's book
+        (
+            *("gbr_node.tools", "sqlite3", "gbr_node.p2p.service", "gbr_node.rpc.toolhost"),
+            *("gbr_node.rpc.server", "rich", "gbr_node.config.profile", "gbr_node.p2p.relaybook"),
+        ),
     ),
     (["id"], ("gbr_node.tools.registry", "sqlite3")),
     (["tool", "read_file", '{"path": "notes.txt"}'], NO_NETWORK),
@@ -143,3 +156,40 @@ def test_the_check_sees_a_forbidden_module(project: Path) -> None:
         "dns.resolver",
         "httpx",
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "frozen"),
+    [(["id"], True), (["call", UNREACHABLE, "read_file", "{}"], True), (["env", "check"], False)],
+)
+def test_short_lived_commands_leave_the_collector_s_last_passes_out(
+    project: Path, argv: list[str], frozen: bool
+) -> None:
+    """`call` and `id` freeze what is left at exit (`gc.freeze`), so the interpreter's
+    final collections skip it; the collector is on again once the command returned.
+    Other commands leave it as it is (cli._collector_paused)."""
+    done, _ = loaded_by(project, argv)
+    assert f"COLLECTOR True {frozen}" in done.stderr.splitlines(), done.stderr
+
+
+def test_a_short_lived_command_runs_with_the_collector_off_and_restores_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gbr_node import cli
+
+    seen: list[bool] = []
+
+    def command(args: object) -> int:
+        seen.append(gc.isenabled())
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_id", command)
+    monkeypatch.setattr(cli, "cmd_inbox", command)
+    assert gc.isenabled()
+    assert cli.main(["id"]) == 0 and cli.main(["inbox"]) == 0
+    assert seen == [False, True] and gc.isenabled()
+    gc.disable()  # as a caller may have it: left so
+    try:
+        assert cli.main(["id"]) == 0 and not gc.isenabled()
+    finally:
+        gc.enable()

@@ -29,7 +29,8 @@ from gbr_node.chat.present import (
 from gbr_node.chat.records import Outgoing
 from gbr_node.chat.server import Incoming, ProfileChatHost
 from gbr_node.chat.store import ChatStore
-from gbr_node.config.profile import ChatConfig, TrustedPeer
+from gbr_node.config.network import TrustedPeer
+from gbr_node.config.profile import ChatConfig
 from gbr_node.errors import GbrError, InvalidArguments
 
 log = logging.getLogger("gbr_node.chat")

@@ -39,7 +39,8 @@ from gbr_node.agent.session import Session
 from gbr_node.chat.present import GUTTER, short_peer, short_thread
 from gbr_node.chat.server import Incoming
 from gbr_node.chat.store import ChatStore
-from gbr_node.config.profile import ChatConfig, TrustedPeer
+from gbr_node.config.network import TrustedPeer
+from gbr_node.config.profile import ChatConfig
 from gbr_node.errors import UnknownTool
 from gbr_node.rpc.toolhost import granted
 from gbr_node.textcells import visible

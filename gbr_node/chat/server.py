@@ -22,12 +22,14 @@ from typing import Any, Literal, Protocol, TypeVar
 from gbr_node.chat.limits import RateWindow
 from gbr_node.chat.messages import SEND_METHOD, Ack, ChatMessage, SendParams
 from gbr_node.chat.store import ChatStore
-from gbr_node.config.profile import ChatConfig, TrustedPeer
+from gbr_node.config.network import TrustedPeer
+from gbr_node.config.profile import ChatConfig
 from gbr_node.errors import RpcError
 from gbr_node.rpc import codes
 from gbr_node.rpc.codes import ChatRefused
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.messages import Request
-from gbr_node.rpc.server import Authorizer, CallRecord, Limits, StreamServer, parse_params
+from gbr_node.rpc.server import Authorizer, CallRecord, StreamServer, parse_params
 
 log = logging.getLogger("gbr_node.chat")
 GrantT = TypeVar("GrantT")

@@ -14,7 +14,8 @@ from gbr_node.chat.desk import ChatDesk
 from gbr_node.chat.messages import Ack, ChatMessage
 from gbr_node.chat.replies import ReplyAgents
 from gbr_node.chat.store import ChatStore, default_path
-from gbr_node.config.profile import ChatConfig, TrustedPeer
+from gbr_node.config.network import TrustedPeer
+from gbr_node.config.profile import ChatConfig
 from gbr_node.errors import GbrError
 from gbr_node.slash import Command
 from gbr_node.textcells import RESET, YELLOW

@@ -17,7 +17,7 @@ import trio
 
 from gbr_node.config.events import ProfileRejected, UpdateEnv
 from gbr_node.config.loader import LoadedProfile, list_profiles, render_effective
-from gbr_node.config.profile import NodeConfig
+from gbr_node.config.network import NodeConfig
 from gbr_node.config.render import summary
 from gbr_node.config.watcher import ProfileWatcher
 from gbr_node.errors import GbrError

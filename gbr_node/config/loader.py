@@ -5,6 +5,9 @@ may point to), resolves `allowed_root` against the project folder, and hands
 text to the pure `config.validate`. Every failure is a `ProfileError` naming
 the file, the line where one can be found, and the key; see
 `config.validate` for how several problems are reported at once.
+`load_network` reads a profile's `[node]` and `[peers]` only, for `gbr-node
+call`; this module does not import `config.profile`'s models itself, so that
+call never builds them (issue 35).
 
 Profiles are TOML; JSON (`NAME.json`) is also read when no `NAME.toml`
 exists (DESIGN.md, "profiles are TOML (JSON may also be read)").
@@ -29,16 +32,19 @@ import pathlib
 import stat
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gbr_node.config.changes import content_digest
 from gbr_node.config.keylines import key_line
-from gbr_node.config.profile import Profile
+from gbr_node.config.network import NetworkSections
 from gbr_node.config.render import to_toml
-from gbr_node.config.validate import validate_text
+from gbr_node.config.validate import validate_network, validate_text
 from gbr_node.errors import ProfileError
 from gbr_node.sandbox import Sandbox
 from gbr_node.sandbox.private import NODE_STATE, PROFILE_DIR
+
+if TYPE_CHECKING:
+    from gbr_node.config.profile import Profile
 
 _SUFFIXES = (".toml", ".json")
 MAX_SOURCE_BYTES = 1024 * 1024
@@ -187,6 +193,32 @@ def load_profile(project_dir: pathlib.Path, name: str = "default") -> LoadedProf
     `parse_profile` rejects it.
     """
     spelling = pathlib.Path(os.path.abspath(project_dir))
+    path, text, digest = _read_profile(project_dir, name)
+    fmt = "json" if path.suffix == ".json" else "toml"
+    return parse_profile(
+        text, file=str(path), project_dir=spelling, name=name, fmt=fmt, digest=digest
+    )
+
+
+def load_network(project_dir: pathlib.Path, name: str = "default") -> NetworkSections:
+    """Read profile `name` of `project_dir` as `load_profile` does, and validate only its
+    `[node]` and `[peers]` (`validate.validate_network`): for `gbr-node call`, which
+    dials a peer by its alias and applies none of the profile's other rules, so a
+    mistake in another section does not stop it (issue 35). Nothing is resolved
+    against the project folder (`allowed_root`, `system_prompt_file`).
+
+    Raises ProfileError as `load_profile` does for the file (a missing one, one
+    that leads out of the project folder, unreadable, not UTF-8, not TOML/JSON,
+    empty), and as `validate_network` does for the two sections.
+    """
+    path, text, _digest = _read_profile(project_dir, name)
+    fmt = "json" if path.suffix == ".json" else "toml"
+    return validate_network(text, file=str(path), fmt=fmt)
+
+
+def _read_profile(project_dir: pathlib.Path, name: str) -> tuple[pathlib.Path, str, bytes]:
+    """The file of profile `name` (inside the resolved `project_dir`), its text and the
+    digest of its bytes (`_read_text`); ProfileError as `load_profile` says."""
     project_dir = project_dir.resolve()
     path = profile_path(project_dir, name)
     if not path.exists():
@@ -199,10 +231,7 @@ def load_profile(project_dir: pathlib.Path, name: str = "default") -> LoadedProf
         raise ProfileError(f"profile {name!r} not found (no such file); {hint}", file=str(path))
     _refuse_outside(path, project_dir, file=str(path), key=None, line=None)
     text, digest = _read_text(path, file=str(path), key=None, line=None)
-    fmt = "json" if path.suffix == ".json" else "toml"
-    return parse_profile(
-        text, file=str(path), project_dir=spelling, name=name, fmt=fmt, digest=digest
-    )
+    return path, text, digest
 
 
 def parse_profile(
@@ -272,6 +301,8 @@ def parse_profile(
 def profile_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of a profile document, for editors such as
     VS Code's TOML extensions (`gbr-node env schema`)."""
+    from gbr_node.config.profile import Profile
+
     schema = Profile.model_json_schema()
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -1,6 +1,7 @@
 """Environment profile models (UBQ-AI-02): pure, frozen, `extra="forbid"`.
 
-A profile is `.gbr_envs/NAME.toml`. These models only validate values; reading
+A profile is `.gbr_envs/NAME.toml`. These models only validate values (`[node]` and
+`[peers]` are `config.network`'s, their patterns `config.patterns`'); reading
 the file, resolving `allowed_root` against the project folder and turning
 pydantic errors into `ProfileError`s with file/line/key is `config.loader`'s job.
 
@@ -26,12 +27,13 @@ Shape (every key optional; defaults below):
 
 from __future__ import annotations
 
-import ipaddress
 import shlex
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
+from gbr_node.config.network import Frozen, NodeConfig, PeerAlias, TrustedPeer
+from gbr_node.config.patterns import ABSOLUTE_PATH, LOOPBACK_URL, MCP_SERVER_NAME, TABLE_NAME
 from gbr_node.sandbox.protected import glob_to_regex
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -57,58 +59,11 @@ ALL_LOCAL_TOOLS = (
 )
 
 
-_ID = "[1-9A-HJ-NP-Za-km-z]{40,128}"
-_HOST_TCP = r"/(ip4|ip6|dns|dns4|dns6)/[^/]+/tcp/\d{1,5}"
-TCP_MULTIADDR = f"^{_HOST_TCP}$"
-"""A plain TCP listen multiaddr, e.g. /ip4/127.0.0.1/tcp/4001 (no /p2p/ part)."""
-DIAL_MULTIADDR = f"^{_HOST_TCP}(/p2p/{_ID})?$"
-"""A TCP multiaddr to dial a peer at, with or without its /p2p/<peer ID> ending."""
-RELAY_MULTIADDR = f"^{_HOST_TCP}/p2p/{_ID}$"
-"""A relay to reserve a slot on: a TCP multiaddr ending in the relay's /p2p/<peer ID>."""
-CIRCUIT_MULTIADDR = f"^{_HOST_TCP}/p2p/{_ID}/p2p-circuit(/p2p/{_ID})?$"
-"""A peer reached through a relay (circuit relay v2): RELAY/p2p-circuit[/p2p/<peer ID>]."""
-PEER_ADDR = f"({DIAL_MULTIADDR})|({CIRCUIT_MULTIADDR})"
-"""Where to dial a trusted peer: a direct TCP multiaddr or a /p2p-circuit one."""
-PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,128}$"
-"""A base58btc libp2p peer ID as `gbr-node id` prints it, e.g. 12D3KooW..."""
-ABSOLUTE_PATH = r"^(/|~/|~$)[^\x00]*$"
-"""An absolute path, or one from the home folder (`~/...`), without NUL bytes."""
-MOUNT_SEPARATOR = "__"
-"""A mounted MCP server's tools are named `NAME__TOOL` (GBR-MCP-01); local tools never hold it."""
-MCP_SERVERS_GRANT = "mcp_servers"
-"""The grant word that, in a peer's `tools`, grants every mounted MCP server's tools."""
-MCP_SERVER_NAME = r"^[A-Za-z0-9]+([_-][A-Za-z0-9]+)*$"
-"""An `[mcp_servers.NAME]` name (at most `MCP_SERVER_NAME_MAX` characters): letters and
-digits, single '_' or '-' between them (never "__", which separates NAME from TOOL, and which
-a tool name shortened to 64 characters must keep: grants tell mounted tools by it)."""
 MCP_SERVER_NAME_MAX = 32
-LOOPBACK_URL = r"^http://(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\])(:\d{1,5})?(/\S*)?$"
-"""A streamable-HTTP MCP endpoint on this machine, e.g. http://127.0.0.1:8000/mcp."""
+"""Most characters of an `[mcp_servers.NAME]` name (`patterns.MCP_SERVER_NAME`)."""
 
 
-def check_host_and_port(text: str, *, port_zero: bool = False) -> None:
-    """Check the host and TCP port of a multiaddr the patterns above accepted: an ip4 or
-    ip6 host must be an IP address, the port 1-65535 (0 too with `port_zero`: a listen
-    address, any free port).
-
-    Raises:
-        ValueError: naming the address and what is wrong with it.
-    """
-    _empty, kind, host, _tcp, port, *_rest = text.split("/")
-    if kind in ("ip4", "ip6"):
-        try:
-            (ipaddress.IPv4Address if kind == "ip4" else ipaddress.IPv6Address)(host)
-        except ValueError:
-            raise ValueError(f"{text}: {host} is not an {kind} address") from None
-    if not (0 if port_zero else 1) <= int(port) <= 65535:
-        raise ValueError(f"{text}: port {port} is not 1-65535")
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CommandRule(_Frozen):
+class CommandRule(Frozen):
     """One allow-list entry of `run_command`.
 
     `name` is what the model puts in argv[0] (a bare program name such as
@@ -128,7 +83,7 @@ class CommandRule(_Frozen):
     deny_args: tuple[str, ...] = ()
 
 
-class RunCommandConfig(_Frozen):
+class RunCommandConfig(Frozen):
     """`[tools.run_command]`: allow-list, time limit (seconds), output cap (bytes), and
     the OS confinement of commands (GBR-CONF-01).
 
@@ -156,7 +111,7 @@ class RunCommandConfig(_Frozen):
         return value
 
 
-class ToolsConfig(_Frozen):
+class ToolsConfig(Frozen):
     """`[tools]`: which local tools exist and their limits.
 
     `allow_hardlinks = true` lets the tools read a regular file that has more
@@ -186,7 +141,7 @@ class ToolsConfig(_Frozen):
         return self.enabled == "*" or name in self.enabled
 
 
-class ModelConfig(_Frozen):
+class ModelConfig(Frozen):
     """`[model]`: an OpenAI-compatible chat-completions endpoint.
 
     `api_key_env` names the environment variable that holds the key; the key
@@ -209,7 +164,7 @@ class ModelConfig(_Frozen):
     output_price_per_mtok: Annotated[float, Field(ge=0)] | None = None
 
 
-class LocalConfig(_Frozen):
+class LocalConfig(Frozen):
     """`[local]`: which embedded model `gbr-node run` starts when nothing else is configured.
     None (not set): Qwen2.5-Coder-1.5B, or SmolLM2-135M when less than 3 GB of memory is
     free (`llm.local.pick_local_model`)."""
@@ -217,105 +172,7 @@ class LocalConfig(_Frozen):
     model: Literal["qwen2.5-coder-1.5b", "smollm2-135m", "gemma3-270m"] | None = None
 
 
-class NodeConfig(_Frozen):
-    """`[node]`: libp2p listen multiaddrs, JSON-RPC limits, and reaching peers on other
-    networks (issue 23). Sizes in bytes, times in seconds.
-
-    `announce`: the multiaddrs others should dial (never a wildcard such as
-    0.0.0.0: py-libp2p's DCUtR dials what is announced). `relays`: relays this
-    node keeps a reservation on (`/ip4/A/tcp/P/p2p/RELAY`), so that peers reach it
-    at `RELAY/p2p-circuit/p2p/SELF`. `relay = true` makes this node a relay
-    (circuit relay v2 hop) for the peers `relay_for` says: "trusted" (the
-    profile's `[peers]`, by Noise-authenticated peer ID) or "any". The relay only
-    forwards bytes; trust stays end to end. Its limits: `relay_max_reservations`
-    held at once, `relay_max_circuits` open at once, `relay_circuit_bytes` and
-    `relay_circuit_s` per circuit, `relay_reservation_s` how long a reservation
-    lasts (py-libp2p's `reservation_ttl`). `mdns = true` finds peers on the LAN;
-    discovery never grants trust.
-    """
-
-    listen: tuple[Annotated[str, Field(pattern=TCP_MULTIADDR)], ...] = ("/ip4/127.0.0.1/tcp/4001",)
-    max_message_bytes: Annotated[int, Field(gt=0)] = 4 * 1024 * 1024
-    max_concurrent_calls_per_peer: Annotated[int, Field(gt=0)] = 16
-    call_timeout_s: Annotated[float, Field(gt=0)] = 120.0
-    read_timeout_s: Annotated[float, Field(gt=0)] = 10.0
-    announce: tuple[Annotated[str, Field(pattern=TCP_MULTIADDR)], ...] = ()
-    relays: tuple[Annotated[str, Field(pattern=RELAY_MULTIADDR)], ...] = ()
-    relay: bool = False
-    relay_for: Literal["trusted", "any"] = "trusted"
-    relay_max_reservations: Annotated[int, Field(ge=1, le=100_000)] = 16
-    relay_max_circuits: Annotated[int, Field(ge=1, le=100_000)] = 8
-    relay_circuit_bytes: Annotated[int, Field(ge=64 * 1024, le=1 << 40)] = 128 * 1024 * 1024
-    relay_circuit_s: Annotated[int, Field(ge=10, le=30 * 86400)] = 3600
-    relay_reservation_s: Annotated[int, Field(ge=2, le=30 * 86400)] = 3600
-    mdns: bool = False
-
-    @field_validator("listen")
-    @classmethod
-    def _bindable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for text in value:
-            check_host_and_port(text, port_zero=True)
-        return value
-
-    @field_validator("announce", "relays")
-    @classmethod
-    def _dialable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for text in value:
-            check_host_and_port(text)
-            host = text.split("/")[2]
-            if host in ("0.0.0.0", "::"):
-                raise ValueError(
-                    f"{text} is a wildcard, not an address others can dial: give this "
-                    "machine's real address, e.g. /ip4/203.0.113.5/tcp/4001"
-                )
-        return value
-
-
-class TrustedPeer(_Frozen):
-    """`[peers.ALIAS]`: a trusted peer, where to dial it, and the tools it may call.
-
-    `addrs` are direct TCP multiaddrs or relayed ones (`RELAY/p2p-circuit`, issue
-    23); direct ones are tried first.
-
-    `tools` lists tool names; `"*"` (alone or in the list) grants every local
-    tool, and `"mcp_servers"` every mounted MCP server's tool (`NAME__TOOL`).
-    A mounted server runs outside the sandbox with the person's rights, so
-    `"*"` alone never grants its tools (GBR-MCP-01): they must be named, or
-    granted with `"mcp_servers"`.
-
-    `chat` says what this node does with the peer's `/gbr/chat/1.0.0` messages
-    (EVD-AI-02): "off" refuses them (the default: a peer trusted for tools is
-    not thereby allowed to talk to the person), "show" shows and keeps them for
-    the person only, "reply" also lets this node's agent answer them, in a
-    conversation of its own per thread, with this peer's `tools` grant and
-    nothing more. Any other value is a profile error (GBR-FAIL-01).
-    """
-
-    peer_id: Annotated[str, Field(pattern=PEER_ID)]
-    addrs: tuple[Annotated[str, Field(pattern=PEER_ADDR)], ...] = ()
-    tools: tuple[str, ...] | Literal["*"] = ()
-    chat: Literal["off", "show", "reply"] = "off"
-
-    @model_validator(mode="after")
-    def _addrs_reach_this_peer(self) -> TrustedPeer:
-        for text in self.addrs:
-            check_host_and_port(text)
-            named = text.rsplit("/p2p/", 1)[1] if text.rsplit("/", 2)[-2] == "p2p" else None
-            if named is not None and named != self.peer_id:
-                raise ValueError(f"addrs: {text} ends in peer {named}, not this peer's peer_id")
-        return self
-
-    def may_call(self, tool: str) -> bool:
-        """True when this peer is granted `tool` (a mounted one only by name or `mcp_servers`)."""
-        mounted = MOUNT_SEPARATOR in tool
-        if self.tools == "*":
-            return not mounted
-        if tool in self.tools:
-            return True
-        return (MCP_SERVERS_GRANT if mounted else "*") in self.tools
-
-
-class McpServerConfig(_Frozen):
+class McpServerConfig(Frozen):
     """`[mcp_servers.NAME]`: an MCP server the node starts (or reaches) and offers as tools.
 
     Either `command` (argv of a stdio server, started as the node's child in
@@ -346,7 +203,7 @@ class McpServerConfig(_Frozen):
         return self.tools == "*" or tool in self.tools
 
 
-class ChatConfig(_Frozen):
+class ChatConfig(Frozen):
     """`[chat]`: limits of agent-to-agent messages (`/gbr/chat/1.0.0`, EVD-AI-02).
 
     `max_message_bytes`: cap on one message frame (bytes); a bigger one is
@@ -371,13 +228,13 @@ class ChatConfig(_Frozen):
     reply_system_prompt: str = ""
 
 
-class WatchConfig(_Frozen):
+class WatchConfig(Frozen):
     """`[watch]`: hot-reload polling (ADR-0012a); interval in seconds."""
 
     poll_interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
 
 
-class LibraryConfig(_Frozen):
+class LibraryConfig(Frozen):
     """`[library]`: the library lookup (issue 18, STD-AI-01).
 
     `environments` are Python environments whose installed distributions are
@@ -426,7 +283,7 @@ Command = Annotated[
 """A program and its arguments: one string split like a shell would, or a list."""
 
 
-class CheckSet(_Frozen):
+class CheckSet(Frozen):
     """`[checks.NAME]`: format on save and the check of one set of files (UBQ-DEV-02,
     UNW-AI-01 / STD-DEV-01). NAME is what the status lines say (`check NAME ok`).
 
@@ -484,7 +341,7 @@ class CheckSet(_Frozen):
         return self.check is not None and any(PATH_PLACEHOLDER in arg for arg in self.check)
 
 
-class Profile(_Frozen):
+class Profile(Frozen):
     """A whole environment profile, as validated from one TOML document."""
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -504,12 +361,12 @@ class Profile(_Frozen):
     model: ModelConfig = ModelConfig()
     local: LocalConfig = LocalConfig()
     node: NodeConfig = NodeConfig()
-    peers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], TrustedPeer] = {}
+    peers: dict[PeerAlias, TrustedPeer] = {}
     mcp_servers: dict[Annotated[str, Field(pattern=MCP_SERVER_NAME)], McpServerConfig] = {}
     chat: ChatConfig = ChatConfig()
     watch: WatchConfig = WatchConfig()
     library: LibraryConfig = LibraryConfig()
-    checks: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")], CheckSet] = {}
+    checks: dict[Annotated[str, Field(pattern=TABLE_NAME)], CheckSet] = {}
     builtin_checks: bool = True
     """`[checks] builtin`: whether write_file and edit_file report a .py, .json, .toml
     or .ini file they leave unparsable as an error (`checks.builtin`, GBR-TRUTH-01)."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gbr_node.config.profile import Profile
+if TYPE_CHECKING:
+    from gbr_node.config.profile import Profile
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -15,6 +15,10 @@ Syntax errors stop at the first one (tomllib and json report only that).
 
 Unknown keys are errors (STYLE.md "Configuration": `extra="forbid"`) and, when
 a known key is close enough (difflib), the message suggests it.
+
+`validate_network` validates only `[node]` and `[peers]`, for `gbr-node call`;
+`config.profile`'s models are imported only by `validate_text`, so that call
+does not build them (issue 35).
 """
 
 from __future__ import annotations
@@ -25,22 +29,26 @@ import re
 import sys
 import types
 import typing
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from gbr_node.config.keylines import format_key, key_line
-from gbr_node.config.profile import (
+from gbr_node.config.network import NetworkSections
+from gbr_node.config.patterns import (
     DIAL_MULTIADDR,
     LOOPBACK_URL,
     MCP_SERVER_NAME,
     PEER_ADDR,
     PEER_ID,
     RELAY_MULTIADDR,
+    TABLE_NAME,
     TCP_MULTIADDR,
-    Profile,
 )
 from gbr_node.errors import ProfileError
+
+if TYPE_CHECKING:
+    from gbr_node.config.profile import Profile
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,9 +58,9 @@ else:  # pragma: no cover - Python 3.10
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _TOML_AT_END = re.compile(r"\s*\(at end of document\)\s*$")
 
-# Field patterns in profile.py, said in words.
+# Field patterns of the models (config.patterns, and literal ones), said in words.
 _PATTERN_WORDS = {
-    r"^[A-Za-z0-9_-]+$": "only letters, digits, '_' and '-'",
+    TABLE_NAME: "only letters, digits, '_' and '-'",
     r"^[^/\\\x00]+$": "a bare program name, without '/' or '\\'",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable name (letters, digits, '_')",
     TCP_MULTIADDR: "a TCP multiaddr such as /ip4/127.0.0.1/tcp/4001",
@@ -121,19 +129,13 @@ def validate_text(text: str, *, file: str, fmt: str = "toml") -> Profile:
     a truncated save must never put the built-in defaults in force
     (GBR-FAIL-01).
     """
-    data = decode(text, file=file, fmt=fmt)
-    if not _holds_a_setting(data):
-        raise ProfileError(
-            "the profile holds no settings (the file is empty, blank, only comments or only "
-            "table headers such as [tools]); "
-            "an empty profile is refused so that a truncated save never puts the built-in "
-            "defaults in force",
-            file=file,
-        )
+    from gbr_node.config.profile import Profile  # every section's model (see validate_network)
+
+    data = _decode_settings(text, file=file, fmt=fmt)
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise _translate(exc, data, text=text, file=file, fmt=fmt) from exc
+        raise _translate(exc, data, Profile, text=text, file=file, fmt=fmt) from exc
     if "system_prompt" in profile.model_fields_set and profile.system_prompt_file is not None:
         raise ProfileError(
             "set either system_prompt or system_prompt_file, not both",
@@ -144,6 +146,41 @@ def validate_text(text: str, *, file: str, fmt: str = "toml") -> Profile:
     return profile
 
 
+def validate_network(text: str, *, file: str, fmt: str = "toml") -> NetworkSections:
+    """Decode one profile document and validate its `[node]` and `[peers]` only
+    (`config.network.NetworkSections`), for one-shot commands that use nothing else.
+
+    The document must parse and hold a setting, as for `validate_text`, and these
+    two sections are validated in full, with the same `ProfileError`s
+    (`validate_text` gives the same message, line and key for a problem in
+    them). The other sections are not validated: the command applies none of
+    their rules, and building their models would add ~10 ms to its start
+    (issue 35). `serve` and `run` validate the whole profile.
+
+    Raises ProfileError as `validate_text` does, for these sections only.
+    """
+    data = _decode_settings(text, file=file, fmt=fmt)
+    try:
+        return NetworkSections.model_validate(data)
+    except ValidationError as exc:
+        raise _translate(exc, data, NetworkSections, text=text, file=file, fmt=fmt) from exc
+
+
+def _decode_settings(text: str, *, file: str, fmt: str = "toml") -> dict[str, Any]:
+    """`decode`, and a ProfileError for a document with no settings at all (see
+    `validate_text`: GBR-FAIL-01)."""
+    data = decode(text, file=file, fmt=fmt)
+    if not _holds_a_setting(data):
+        raise ProfileError(
+            "the profile holds no settings (the file is empty, blank, only comments or only "
+            "table headers such as [tools]); "
+            "an empty profile is refused so that a truncated save never puts the built-in "
+            "defaults in force",
+            file=file,
+        )
+    return data
+
+
 def _holds_a_setting(data: object) -> bool:
     """True when `data` (a decoded document) has a value that is not a table, at any depth."""
     if isinstance(data, dict):
@@ -152,11 +189,18 @@ def _holds_a_setting(data: object) -> bool:
 
 
 def _translate(
-    exc: ValidationError, data: dict[str, Any], *, text: str, file: str, fmt: str
+    exc: ValidationError,
+    data: dict[str, Any],
+    root: type[BaseModel],
+    *,
+    text: str,
+    file: str,
+    fmt: str,
 ) -> ProfileError:
+    """`exc`, raised validating `data` as `root`, as one ProfileError (module docstring)."""
     problems: dict[tuple[tuple[str | int, ...], str], int | None] = {}
     for error in exc.errors():
-        loc, message = _describe_error(error, data)
+        loc, message = _describe_error(error, data, root)
         problems.setdefault((loc, message), key_line(text, loc, fmt))
     ordered = sorted(problems.items(), key=lambda item: (item[1] is None, item[1] or 0))
     (first_loc, first_message), first_line = ordered[0]
@@ -167,10 +211,12 @@ def _translate(
     return ProfileError(message, file=file, line=first_line, key=format_key(first_loc) or None)
 
 
-def _describe_error(error: Any, data: dict[str, Any]) -> tuple[tuple[str | int, ...], str]:
-    """One pydantic error -> (clean key path, plain-words message)."""
+def _describe_error(
+    error: Any, data: dict[str, Any], root: type[BaseModel]
+) -> tuple[tuple[str | int, ...], str]:
+    """One pydantic error of validating `data` as `root` -> (clean key path, plain words)."""
     kind, ctx = error["type"], error.get("ctx") or {}
-    walk = _Walk(error["loc"])
+    walk = _Walk(error["loc"], root)
     loc = walk.loc
     if walk.union_at is not None:
         loc = loc[: walk.union_at]
@@ -198,16 +244,16 @@ def _describe_error(error: Any, data: dict[str, Any]) -> tuple[tuple[str | int, 
 
 
 class _Walk:
-    """Follow a pydantic error location through Profile's type annotations.
+    """Follow a pydantic error location through the type annotations of `root` (`Profile`).
 
     Drops pydantic's union-member tags and its "[key]" marker from the path,
     and records the model that owns the last key (for suggestions), the type
     expected at the end, and where a union started (its errors are merged).
     """
 
-    def __init__(self, raw: tuple[str | int, ...]) -> None:
+    def __init__(self, raw: tuple[str | int, ...], root: type[BaseModel]) -> None:
         self.parent: type[BaseModel] | None = None
-        self.target: Any = Profile
+        self.target: Any = root
         self.union_at: int | None = None
         self.union_type: Any = None
         self.is_key = False

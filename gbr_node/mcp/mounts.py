@@ -27,7 +27,8 @@ from typing import Any
 
 import trio
 
-from gbr_node.config.profile import MOUNT_SEPARATOR, McpServerConfig
+from gbr_node.config.network import MOUNT_SEPARATOR
+from gbr_node.config.profile import McpServerConfig
 from gbr_node.errors import ToolError, UnknownTool
 from gbr_node.mcp import names
 from gbr_node.mcp.results import text_only

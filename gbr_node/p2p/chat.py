@@ -31,7 +31,7 @@ from gbr_node.p2p.service import part_with_untrusted
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc import client
 from gbr_node.rpc.codes import INVALID_REQUEST
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
 
 REUSE_S = 5.0
 """A stream idle longer than this (seconds) is closed, not reused: well within the

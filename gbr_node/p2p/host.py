@@ -82,14 +82,14 @@ from gbr_node.p2p.circuit import (
 )
 from gbr_node.p2p.dial_errors import explain_dial_failure
 from gbr_node.p2p.logs import route_libp2p_logs
-from gbr_node.p2p.relaybook import HopLimits, RelayBook
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.p2p.swarm import GbrSwarm
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported by the methods that start them: a host that only dials needs none
     from gbr_node.p2p.holepunch import HolePunch
     from gbr_node.p2p.lan import LanPeers
     from gbr_node.p2p.relay import RelayService
+    from gbr_node.p2p.relaybook import HopLimits
 
 yamux_window.install()
 yamux_guard.install()
@@ -319,6 +319,7 @@ class P2PHost:
         (peers named by `name(peer_id)`). Peers holding a reservation or a circuit stay
         connected (no idle close, no untrusted grace)."""
         from gbr_node.p2p.relay import RelayService
+        from gbr_node.p2p.relaybook import RelayBook
 
         book = RelayBook(limits, serves_any=serves_any)
         bound = [a.rsplit("/p2p/", 1)[0] for a in self.addrs]

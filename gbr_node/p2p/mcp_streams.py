@@ -25,8 +25,8 @@ from gbr_node.errors import StreamEnded
 from gbr_node.p2p.host import P2PHost, parse_target
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc import client
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.messages import CallToolResult, ListToolsResult, ToolInfo
-from gbr_node.rpc.server import Limits
 from gbr_node.rpc.session import CallSession
 
 __all__ = ["MCP_PIPELINED", "MCP_PROTOCOL", "McpStreams", "call_once", "call_tool", "list_tools"]

@@ -18,7 +18,7 @@ from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.mcp_streams import McpStreams
 from gbr_node.p2p.remote import PeerDirectory
 from gbr_node.p2p.service import notify_peer
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
 from gbr_node.slash import Command
 
 

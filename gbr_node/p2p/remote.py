@@ -18,13 +18,13 @@ from typing import Any
 import trio
 
 from gbr_node.chat.desk import SEND_MESSAGE_SPEC
-from gbr_node.config.profile import TrustedPeer
+from gbr_node.config.network import TrustedPeer
 from gbr_node.errors import GbrError, UnknownTool
 from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.mcp_streams import McpStreams
 from gbr_node.p2p.offered import admit
 from gbr_node.p2p.service import call_tool, list_tools
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
 
 SEPARATOR = "__"
 RECONNECT_TIMEOUT_S = 5.0

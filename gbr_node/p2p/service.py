@@ -29,8 +29,9 @@ from gbr_node.p2p.mcp_streams import (
     list_tools,
 )
 from gbr_node.rpc import client
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.pipelined import serve_pipelined
-from gbr_node.rpc.server import CallRecord, Limits, RpcServer
+from gbr_node.rpc.server import CallRecord, RpcServer
 from gbr_node.rpc.toolhost import Grant, ProfileToolHost
 
 __all__ = [

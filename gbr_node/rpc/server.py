@@ -21,7 +21,6 @@ from typing import Any, Generic, Protocol, TypeVar
 import trio
 from pydantic import BaseModel, ValidationError
 
-from gbr_node.config.profile import NodeConfig
 from gbr_node.errors import (
     CallTimeout,
     GbrError,
@@ -36,6 +35,7 @@ from gbr_node.errors import (
 from gbr_node.rpc import codes
 from gbr_node.rpc.admission import PeerSlots, unless_abandoned
 from gbr_node.rpc.framing import FrameDecoder
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.messages import (
     CallToolParams,
     CallToolResult,
@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 GrantT = TypeVar("GrantT")
 GrantT_co = TypeVar("GrantT_co", covariant=True)
 ModelT = TypeVar("ModelT", bound=BaseModel)
-_NODE_DEFAULTS = NodeConfig()
 
 
 class Authorizer(Protocol[GrantT_co]):
@@ -102,40 +101,6 @@ class ToolHost(Authorizer[GrantT], Protocol[GrantT]):
     async def notify(self, grant: GrantT, method: str, params: dict[str, Any]) -> None:
         """Take a `notifications/*` notification (such as `notifications/approval_resolved`)."""
         ...
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Server limits; defaults are `NodeConfig`'s (the profile's `[node]` table).
-
-    Attributes:
-        max_message_bytes: cap on a request body and a response body (bytes).
-        max_concurrent_calls_per_peer: streams served at once per peer ID;
-            more get BUSY at once, before their request is read.
-        call_timeout_s: time limit of one method call (seconds) -> CALL_TIMEOUT.
-        read_timeout_s: time to receive the whole request frame, and again to
-            write the response (seconds) -> CALL_TIMEOUT / stream closed.
-    """
-
-    max_message_bytes: int = _NODE_DEFAULTS.max_message_bytes
-    max_concurrent_calls_per_peer: int = _NODE_DEFAULTS.max_concurrent_calls_per_peer
-    call_timeout_s: float = _NODE_DEFAULTS.call_timeout_s
-    read_timeout_s: float = _NODE_DEFAULTS.read_timeout_s
-
-    def __post_init__(self) -> None:
-        for name in self.__dataclass_fields__:
-            if not getattr(self, name) > 0:
-                raise ValueError(f"Limits.{name} must be > 0, got {getattr(self, name)!r}")
-
-    @classmethod
-    def from_config(cls, node: NodeConfig) -> Limits:
-        """The limits of a profile's `[node]` table."""
-        return cls(
-            max_message_bytes=node.max_message_bytes,
-            max_concurrent_calls_per_peer=node.max_concurrent_calls_per_peer,
-            call_timeout_s=node.call_timeout_s,
-            read_timeout_s=node.read_timeout_s,
-        )
 
 
 @dataclass(frozen=True)

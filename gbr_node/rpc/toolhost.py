@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gbr_node.config.profile import TrustedPeer
+from gbr_node.config.network import TrustedPeer
 from gbr_node.errors import UnknownTool
 from gbr_node.tools.base import CALLER, ToolResult
 

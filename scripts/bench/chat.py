@@ -81,7 +81,7 @@ async def _measure(args: argparse.Namespace, work: Path) -> tuple[dict[str, list
     from gbr_node.p2p.host import open_host
     from gbr_node.p2p.identity import peer_id_of
     from gbr_node.p2p.service import list_tools
-    from gbr_node.rpc.server import Limits
+    from gbr_node.rpc.limits import Limits
 
     keypair = create_new_key_pair()
     server = _start_serve(work, peer_id_of(keypair), args.concurrency)

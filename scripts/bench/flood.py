@@ -164,7 +164,7 @@ async def _measure_case(name: str, args: argparse.Namespace, work: Path) -> dict
     from gbr_node.p2p.host import open_host
     from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
     from gbr_node.p2p.service import call_tool
-    from gbr_node.rpc.server import Limits
+    from gbr_node.rpc.limits import Limits
 
     me = load_or_create_identity(work / "client.key")
     serve = Serve(work, peer_id_of(me))

@@ -58,7 +58,7 @@ async def _drive(args: argparse.Namespace) -> None:
     from gbr_node.p2p.host import open_host
     from gbr_node.p2p.identity import load_or_create_identity
     from gbr_node.p2p.service import call_tool
-    from gbr_node.rpc.server import Limits
+    from gbr_node.rpc.limits import Limits
 
     keypair = load_or_create_identity(Path(args.key))
     limits = Limits()

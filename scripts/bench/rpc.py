@@ -326,7 +326,7 @@ async def _measure(args: argparse.Namespace, work: Path) -> tuple[dict, dict, di
     from gbr_node.p2p.identity import load_or_create_identity, peer_id_of
     from gbr_node.p2p.mcp_streams import MCP_PIPELINED, McpStreams
     from gbr_node.p2p.service import call_tool
-    from gbr_node.rpc.server import Limits
+    from gbr_node.rpc.limits import Limits
     from gbr_node.rpc.session import CallSession
 
     me = load_or_create_identity(work / "client.key")

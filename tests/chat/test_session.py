@@ -23,10 +23,11 @@ import trio.testing
 from gbr_node.chat.messages import CHAT_PROTOCOL, CHAT_STREAM_PROTOCOL, new_message
 from gbr_node.chat.server import ChatServer, Incoming, ProfileChatHost
 from gbr_node.chat.store import ChatStore
-from gbr_node.config.profile import ChatConfig, TrustedPeer
+from gbr_node.config.network import TrustedPeer
+from gbr_node.config.profile import ChatConfig
 from gbr_node.p2p.chat import ChatStreams, send_chat, serve_chat
 from gbr_node.rpc.framing import FrameDecoder, encode_frame
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
 from tests.chat.vectors import send
 from tests.p2p.helpers import running_host
 

@@ -18,9 +18,10 @@ import trio
 
 from gbr_node.chat.server import ChatServer, ProfileChatHost
 from gbr_node.chat.store import ChatStore
-from gbr_node.config.profile import ChatConfig, TrustedPeer
+from gbr_node.config.network import TrustedPeer
+from gbr_node.config.profile import ChatConfig
 from gbr_node.rpc.framing import encode_frame
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
 from tests.rpc.hosts import exchange
 
 VECTORS = Path(__file__).resolve().parents[2] / "protocols" / "chat-vectors"

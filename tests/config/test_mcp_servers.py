@@ -3,7 +3,7 @@
 import pytest
 
 from gbr_node.config.loader import load_profile
-from gbr_node.config.profile import TrustedPeer
+from gbr_node.config.network import TrustedPeer
 from gbr_node.errors import ProfileError
 
 PEER = "12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"

@@ -27,7 +27,7 @@ from gbr_node.p2p.service import call_tool
 from gbr_node.p2p.stream import Libp2pByteStream
 from gbr_node.rpc.codes import InvalidParams, PeerCallTimeout
 from gbr_node.rpc.framing import encode_frame, encode_varint
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
 from tests.e2e.p2p_helpers import (
     Identity,
     ServeProcess,

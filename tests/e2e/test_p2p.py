@@ -22,11 +22,14 @@ import multiaddr
 import pytest
 import trio
 
+from gbr_node.config.loader import load_profile
+from gbr_node.errors import ProfileError
 from gbr_node.p2p.host import open_host
 from gbr_node.p2p.service import UNTRUSTED_LINGER_S, call_tool, list_tools
 from gbr_node.rpc.codes import UnauthorizedPeer
 from gbr_node.rpc.framing import encode_frame, encode_varint
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
+from tests.e2e.conftest import gbr
 from tests.e2e.p2p_helpers import (
     MCP,
     Identity,
@@ -217,6 +220,35 @@ def test_a_tool_not_granted_is_refused_and_does_not_run(cluster):
     assert "read_file" in names and "write_file" not in names
     read = cluster.call(cluster.bob, "read_file", '{"path": "notes.txt"}')
     assert read.returncode == 0 and "line one" in read.stdout
+
+
+def test_call_goes_past_a_broken_section_it_does_not_use_but_not_a_bad_peer_entry(cluster):
+    """A call applies none of the profile's sandbox rules: a mistake there does not stop
+    it, while `serve` still refuses that profile; a bad `[peers]` entry stops both, with
+    one message (issue 35)."""
+    project = cluster.tmp / "caller-broken"
+    server_at = cluster.server.addr.rsplit("/p2p/", 1)[0]
+    broken = "[tools.run_command]\ntimeout_s = -1\n"
+    peer = f'[peers.server]\npeer_id = "{cluster.server.identity.peer_id}"\n'
+    profile = write_serving_profile(project, {}, extra=broken + peer + f'addrs = ["{server_at}"]')
+    home = cluster.tmp / "home-alice"
+
+    read = gbr_call(project, home, cluster.alice, "server", "read_file", '{"path": "notes.txt"}')
+    assert read.returncode == 0, read.stderr
+    assert "line one" in read.stdout
+    served = gbr(project, "--identity", str(cluster.alice.path), "serve", home=home)
+    assert served.returncode == 1
+    assert "[tools.run_command.timeout_s]: must be greater than 0" in served.stderr
+
+    text = profile.read_text().replace(broken, "")  # serve would list both problems
+    profile.write_text(text.replace(server_at, "/ip4/256.0.0.1/tcp/4001"))
+    with pytest.raises(ProfileError) as refused:
+        load_profile(project)
+    for command in (("call", "server", "--list"), ("serve",)):
+        done = gbr(project, "--identity", str(cluster.alice.path), *command, home=home)
+        assert done.returncode == 1
+        assert done.stderr == f"gbr-node: {refused.value}\n"
+    assert "[peers.server]: /ip4/256.0.0.1/tcp/4001: 256.0.0.1 is not an ip4" in str(refused.value)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from gbr_node.errors import RpcError
 from gbr_node.p2p.host import open_host
 from gbr_node.p2p.service import call_tool
 from gbr_node.rpc import codes
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
 from tests.e2e.p2p_helpers import Identity, ServeProcess, write_serving_profile
 
 pytestmark = pytest.mark.slow

@@ -25,7 +25,7 @@ import trio
 
 from gbr_node.p2p.host import open_host
 from gbr_node.p2p.mcp_streams import McpStreams
-from gbr_node.rpc.server import Limits
+from gbr_node.rpc.limits import Limits
 from tests.e2e.p2p_helpers import (
     Identity,
     ServeProcess,

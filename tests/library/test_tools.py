@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gbr_node.config.loader import load_profile
-from gbr_node.config.profile import LibraryConfig, ToolsConfig, TrustedPeer
+from gbr_node.config.network import TrustedPeer
+from gbr_node.config.profile import LibraryConfig, ToolsConfig
 from gbr_node.errors import ProfileError, UnknownTool
 from gbr_node.library.index import LibraryIndex
 from gbr_node.library.lookup import open_library, prelookup

@@ -162,8 +162,10 @@ def test_a_stand_in_named_in_an_except_clause_lets_other_errors_through():
 def test_lazily_run_parts_are_the_real_ones_on_first_use():
     """psutil runs on its first use, cryptography.x509's package file when one of its
     names is used (py-libp2p's host takes only `x509.oid` at import), identify's agent
-    version is py-libp2p's installed one, and pydantic finds no plugins without
-    importlib.metadata (issue 35: what `gbr-node call` no longer runs)."""
+    version is py-libp2p's installed one, pydantic finds no plugins without
+    importlib.metadata, and protobuf's messages work (upb) without its pure-Python
+    implementation, which runs when a name of it is used (issue 35: what `gbr-node
+    call` no longer runs)."""
     done = _in_fresh_interpreter(
         """
         import sys
@@ -185,6 +187,11 @@ def test_lazily_run_parts_are_the_real_ones_on_first_use():
         print(x509.DNSName.__module__, "cryptography.x509.base" in sys.modules)
         from importlib.metadata import version
         print(AGENT_VERSION == f"py-libp2p/{version('libp2p')}")
+        from libp2p.crypto.pb.crypto_pb2 import PublicKey
+        sent = PublicKey(key_type=1, data=b"key").SerializeToString()
+        pure = "google.protobuf.internal.python_message"
+        print(PublicKey.FromString(sent).data == b"key", kind(pure))
+        print(sys.modules[pure].GeneratedProtocolMessageType.__name__, kind(pure))
         """
     )
     assert done.returncode == 0, done.stderr
@@ -194,4 +201,6 @@ def test_lazily_run_parts_are_the_real_ones_on_first_use():
         "True module",
         "cryptography.x509.general_name True",
         "True",
+        "True _LazyModule",
+        "GeneratedProtocolMessageType module",
     ]

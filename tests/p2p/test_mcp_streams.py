@@ -15,8 +15,9 @@ from gbr_node.p2p import mcp_streams
 from gbr_node.p2p.host import P2PHost
 from gbr_node.p2p.mcp_streams import MCP_PIPELINED, MCP_PROTOCOL, McpStreams
 from gbr_node.p2p.stream import Libp2pByteStream
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.pipelined import serve_pipelined
-from gbr_node.rpc.server import Limits, RpcServer
+from gbr_node.rpc.server import RpcServer
 from tests.p2p.helpers import running_host
 from tests.rpc.pipes import GatedHost
 

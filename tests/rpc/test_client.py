@@ -19,7 +19,8 @@ from gbr_node.errors import (
 )
 from gbr_node.rpc import client, codes
 from gbr_node.rpc.framing import FrameDecoder, encode_frame
-from gbr_node.rpc.server import Limits, RpcServer
+from gbr_node.rpc.limits import Limits
+from gbr_node.rpc.server import RpcServer
 from tests.rpc.hosts import (
     HOST_SPEC,
     TRUSTED,

@@ -18,7 +18,8 @@ import trio.testing
 
 from gbr_node.rpc import codes
 from gbr_node.rpc.framing import encode_frame, encode_varint
-from gbr_node.rpc.server import CallRecord, Limits, RpcServer
+from gbr_node.rpc.limits import Limits
+from gbr_node.rpc.server import CallRecord, RpcServer
 from tests.rpc.hosts import exchange
 from tests.rpc.pipes import PEER, GatedHost, Pipe, by_id, call, cancel, frame
 

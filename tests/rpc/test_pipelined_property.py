@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from gbr_node.errors import GbrError
 from gbr_node.rpc.framing import FrameDecoder, encode_frame
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.messages import ErrorResponse, Response, decode_message
 from gbr_node.rpc.pipelined import serve_pipelined
-from gbr_node.rpc.server import Limits, RpcServer
+from gbr_node.rpc.server import RpcServer
 from gbr_node.rpc.session import CallSession
 from tests.rpc.pipes import PEER, GatedHost, call, cancel, frame
 

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from gbr_node.config.profile import NodeConfig
+from gbr_node.config.network import NodeConfig
 from gbr_node.errors import (
     CallTimeout,
     PeerUnreachable,
@@ -20,7 +20,8 @@ from gbr_node.errors import (
 )
 from gbr_node.rpc import codes
 from gbr_node.rpc.framing import FrameDecoder, encode_frame, encode_varint
-from gbr_node.rpc.server import CallRecord, Limits, RpcServer
+from gbr_node.rpc.limits import Limits
+from gbr_node.rpc.server import CallRecord, RpcServer
 from tests.rpc.hosts import TRUSTED, ScriptedHost, VectorHost, exchange, open_served_stream
 
 PEER = "12D3KooWPeer"

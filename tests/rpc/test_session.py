@@ -29,8 +29,9 @@ from gbr_node.errors import (
 from gbr_node.rpc import codes
 from gbr_node.rpc.codes import InvalidParams, PeerBusy, UnauthorizedPeer
 from gbr_node.rpc.framing import FrameDecoder, encode_frame, encode_varint
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.pipelined import serve_pipelined
-from gbr_node.rpc.server import CallRecord, Limits, RpcServer
+from gbr_node.rpc.server import CallRecord, RpcServer
 from gbr_node.rpc.session import CallSession
 from tests.rpc.hosts import ScriptedHost
 from tests.rpc.pipes import PEER, CountingStream, GatedHost, frame, stream_pair

@@ -16,8 +16,9 @@ from referencing import Registry, Resource
 
 from gbr_node.errors import RemoteProtocolError
 from gbr_node.rpc.framing import FrameDecoder
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.messages import decode_message
-from gbr_node.rpc.server import Limits, RpcServer
+from gbr_node.rpc.server import RpcServer
 from tests.rpc.hosts import HOST_SPEC, TRUSTED, UNTRUSTED, VECTORS, VectorHost, exchange
 
 SCHEMAS = VECTORS.parent / "schemas"

@@ -14,8 +14,9 @@ import trio
 import trio.testing
 
 from gbr_node.rpc.framing import FrameDecoder
+from gbr_node.rpc.limits import Limits
 from gbr_node.rpc.pipelined import serve_pipelined
-from gbr_node.rpc.server import Limits, RpcServer
+from gbr_node.rpc.server import RpcServer
 from tests.rpc.hosts import (
     HOST_1_1,
     HOST_SPEC,

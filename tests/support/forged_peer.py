@@ -19,7 +19,8 @@ import trio
 from gbr_node.p2p.host import open_host
 from gbr_node.p2p.identity import load_or_create_identity
 from gbr_node.p2p.service import MCP_PROTOCOL, notify_peer
-from gbr_node.rpc.server import Limits, RpcServer
+from gbr_node.rpc.limits import Limits
+from gbr_node.rpc.server import RpcServer
 
 
 class ForgedHost:
