@@ -1066,11 +1066,13 @@ HELD_OUT_32 = Path(__file__).with_name("local_tasks_heldout.json")
 HELD_OUT_32B = Path(__file__).with_name("local_tasks_heldout2.json")
 HELD_OUT_32C = Path(__file__).with_name("local_tasks_heldout3.json")
 HELD_OUT_32D = Path(__file__).with_name("local_tasks_heldout4.json")
+HELD_OUT_32E = Path(__file__).with_name("local_tasks_heldout5.json")
 SETS = {
     "held-out-32": (HELD_OUT_32, "held out 32"),
     "held-out-32b": (HELD_OUT_32B, "held out 32b"),
     "held-out-32c": (HELD_OUT_32C, "held out 32c"),
     "held-out-32d": (HELD_OUT_32D, "held out 32d"),
+    "held-out-32e": (HELD_OUT_32E, "held out 32e"),
 }
 """Issue 32's held-out sets, each written blind and committed alone before any run."""
 _STATE = (".gbr", ".gbr_envs", "__pycache__")  # the node's own state, Python's caches
@@ -1321,8 +1323,8 @@ async def main(argv: list[str] | None = None) -> int:
         choices=["all", *SETS],
         default="all",
         help="held-out-32: only issue 32's held-out set (local_tasks_heldout.json); "
-        "held-out-32b, held-out-32c, held-out-32d: only its second, third or fourth one "
-        "(local_tasks_heldout2.json ... local_tasks_heldout4.json)",
+        "held-out-32b ... held-out-32e: only its second to fifth one "
+        "(local_tasks_heldout2.json ... local_tasks_heldout5.json)",
     )
     args = parser.parse_args(argv)
     if args.timeout is None:
