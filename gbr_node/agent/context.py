@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gbr_node.agent.session import INTERRUPTED_MARK, INTERRUPTED_NOTE, LIBRARY_NOTE, Session
+from gbr_node.agent.session import LIBRARY_NOTE, Session
 from gbr_node.agent.tokens import request_tokens, text_tokens
 from gbr_node.llm.window import DEFAULT_CONTEXT_TOKENS
 
@@ -105,7 +105,7 @@ class ContextManager:
             if mode == "overflow":  # the estimate was wrong: at least halve the request
                 target = min(target, before // 2)
             notice = self._compact(session, sent_tools, target, before)
-        messages = _without_idle_notes(session.request_messages(), sent_tools)
+        messages = _without_unoffered_notes(session.request_messages(), sent_tools)
         raw = request_tokens(messages, sent_tools)
         estimate = math.ceil(raw * self.ratio)
         return Prepared(
@@ -223,39 +223,22 @@ def _prefix_within(tools: list[dict[str, Any]], cap: int) -> list[dict[str, Any]
     return kept
 
 
-def _without_idle_notes(
+def _without_unoffered_notes(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """`messages` with the system message's notes about what this request does not hold
-    left out: `LIBRARY_NOTE` when no library tool is offered (the model is not told
-    about tools it cannot call, issue 32), and `INTERRUPTED_NOTE` when no answer sent
-    ends with `INTERRUPTED_MARK` (the embedded model, told of a mark it had never
-    seen, answered a question with "[Interrupted by the user]" alone)."""
-    if not messages:
+    """`messages` with the system message's `LIBRARY_NOTE` left out when no library tool
+    is offered: the model is not told about tools it cannot call (issue 32)."""
+    names = {(tool.get("function") or {}).get("name") for tool in tools}
+    if names & {"search_library", "read_library"} or not messages:
         return messages
     first = messages[0]
     content = first.get("content")
     if first.get("role") != "system" or not isinstance(content, str):
         return messages
-    names = {(tool.get("function") or {}).get("name") for tool in tools}
-    interrupted = any(
-        isinstance(m.get("content"), str) and m["content"].endswith(INTERRUPTED_MARK)
-        for m in messages[1:]
-        if m.get("role") == "assistant"
-    )
-    idle = [
-        note
-        for note, needed in (
-            (LIBRARY_NOTE, bool(names & {"search_library", "read_library"})),
-            (INTERRUPTED_NOTE, interrupted),
-        )
-        if not needed and note in content
-    ]
-    if not idle:
+    if LIBRARY_NOTE not in content:
         return messages
-    for note in idle:
-        content = content.replace(f"\n\n{note}", "").replace(note, "")
-    return [{**first, "content": content}, *messages[1:]]
+    trimmed = content.replace(f"\n\n{LIBRARY_NOTE}", "").replace(LIBRARY_NOTE, "")
+    return [{**first, "content": trimmed}, *messages[1:]]
 
 
 def short_spec(tool: dict[str, Any]) -> dict[str, Any]:

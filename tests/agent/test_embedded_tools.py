@@ -15,7 +15,7 @@ import trio
 from gbr_node.agent.machine import AgentMachine
 from gbr_node.agent.messages import UserPrompt
 from gbr_node.agent.runtime import AgentRuntime
-from gbr_node.agent.session import INTERRUPTED_MARK, INTERRUPTED_NOTE, LIBRARY_NOTE, Session
+from gbr_node.agent.session import Session
 from gbr_node.config.loader import load_profile
 from gbr_node.control import Node
 from gbr_node.llm.choice import choose_model
@@ -131,25 +131,6 @@ async def test_the_library_note_is_left_out_when_no_library_tool_is_offered(tmp_
     with_library = [*tools, {"type": "function", "function": {"name": "search_library"}}]
     prepared = machine.context.prepare(session, with_library)
     assert "search_library" in prepared.messages[0]["content"]
-    node.approvals.close()
-
-
-async def test_the_interrupted_note_is_sent_only_once_an_answer_was_interrupted(tmp_path) -> None:
-    """The embedded model, told in every request of a mark it had never seen, answered a
-    question with "[Interrupted by the user]" alone (issue 32's fourth held-out set):
-    the note rides along only while an answer sent ends with the mark."""
-    (tmp_path / ".gbr_envs").mkdir()
-    (tmp_path / ".gbr_envs" / "default.toml").write_text("max_steps = 8\n")
-    node = Node(load_profile(tmp_path, "default"))
-    session = Session(node.loaded.system_prompt)
-    session.append({"role": "user", "content": "how many retries?"})
-    machine = AgentMachine(session, node.agent.chat_tools)
-    tools = node.agent.chat_tools()
-    assert INTERRUPTED_MARK not in machine.context.prepare(session, tools).messages[0]["content"]
-    session.append({"role": "assistant", "content": f"Let me look\n\n{INTERRUPTED_MARK}"})
-    session.append({"role": "user", "content": "no, just say it"})
-    system = machine.context.prepare(session, tools).messages[0]["content"]
-    assert INTERRUPTED_NOTE in system and LIBRARY_NOTE in system
     node.approvals.close()
 
 
