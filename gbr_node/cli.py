@@ -952,9 +952,16 @@ def _collector_paused() -> Iterator[None]:
 
 def _internal_error(exc: Exception) -> int:
     """Report a defect in one line naming its innermost exception; the traceback goes
-    to the log file when one is set up (`run`: .gbr/node.log), else to stderr."""
+    to the log file when one is set up (`run`: .gbr/node.log), else to stderr.
+
+    Both go to the process's own stderr (`sys.__stderr__`), not `sys.stderr`: a
+    REPL input that did not end within `repl.app.STOP_TIMEOUT_S` of the stop (a
+    busy machine) still has its line sink there, whose lines go above a prompt
+    that is closing, and the report was lost (CI, test_cli_messages)."""
     import logging
     import traceback
+
+    err = sys.__stderr__ or sys.stderr
 
     leaf: BaseException = exc
     while getattr(leaf, "exceptions", None):  # an exception group (trio's nurseries)
@@ -964,11 +971,12 @@ def _internal_error(exc: Exception) -> int:
         logging.getLogger("gbr_node").error("the node stopped on a defect", exc_info=exc)
         where = f"the traceback is in {files[0].baseFilename}"
     else:
-        traceback.print_exception(exc, file=sys.stderr)
+        traceback.print_exception(exc, file=err)
         where = "the traceback is above"
     print(
         f"gbr-node: stopped on an internal error: {type(leaf).__name__}: {leaf} "
         f"(a defect; {where})",
-        file=sys.stderr,
+        file=err,
+        flush=True,
     )
     return EXIT_FAILED

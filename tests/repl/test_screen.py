@@ -33,3 +33,29 @@ def test_a_stop_before_the_input_starts_means_no_input_runs() -> None:
     said = child.after
     child.expect(pexpect.EOF)
     assert said == "ENDED"
+
+
+DEFECT = """
+import sys
+from gbr_node.cli import _internal_error
+
+class Closing:  # the input's line sink while its prompt closes: its lines go nowhere
+    def write(self, text):
+        return len(text)
+    def flush(self):
+        pass
+
+sys.stdout = sys.stderr = Closing()
+sys.exit(_internal_error(RuntimeError("injected defect")))
+"""
+
+
+def test_a_defect_is_reported_on_the_terminal_whatever_sys_stderr_is_then() -> None:
+    """The node stopped on a defect while its input line, slow to end on a busy machine,
+    still had its line sink as sys.stderr: the one-line report went into it and never
+    reached the terminal (CI, test_cli_messages). It goes to the process's stderr."""
+    child = pexpect.spawn(sys.executable, ["-c", DEFECT], encoding="utf-8", timeout=30)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "stopped on an internal error: RuntimeError: injected defect" in child.before
+    assert "the traceback is above" in child.before and child.exitstatus != 0
