@@ -57,5 +57,6 @@ def test_a_defect_is_reported_on_the_terminal_whatever_sys_stderr_is_then() -> N
     child = pexpect.spawn(sys.executable, ["-c", DEFECT], encoding="utf-8", timeout=30)
     child.expect(pexpect.EOF)
     child.close()
-    assert "stopped on an internal error: RuntimeError: injected defect" in child.before
-    assert "the traceback is above" in child.before and child.exitstatus != 0
+    said = child.before or ""
+    assert "stopped on an internal error: RuntimeError: injected defect" in said
+    assert "the traceback is above" in said and child.exitstatus != 0
